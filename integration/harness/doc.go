@@ -1,0 +1,7 @@
+// Package harness starts the real parts the integration tests run against: a
+// throwaway PostgreSQL server (one per test package, stopped by Main) and an
+// embedded etcd server, plus the fenceproxy under test.
+//
+// A missing prerequisite fails the test and names what to install; it never
+// skips. Production code must not import this package.
+package harness
