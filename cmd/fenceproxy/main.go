@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,13 +15,64 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fenceproxy:", err)
+		if !errors.Is(err, errUsageShown) {
+			fmt.Fprintln(os.Stderr, "fenceproxy:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return nil
+const usage = `fenceproxy — fencing tokens for PostgreSQL, checked in the same transaction
+as the statements they protect.
+
+Usage:
+  fenceproxy serve [flags]     run the PostgreSQL wire-protocol proxy
+  fenceproxy help [command]    show help for a command
+
+Run 'fenceproxy COMMAND --help' for a command's flags.
+`
+
+// errUsageShown means the usage text was already printed; exit 2 quietly.
+var errUsageShown = errors.New("usage shown")
+
+// exitError carries a specific exit status.
+type exitError struct {
+	code int
+	err  error
 }
 
-func exitCode(err error) int { return 1 }
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if errors.Is(err, errUsageShown) {
+		return 2
+	}
+	return 1
+}
+
+// run is the whole program; main only supplies the process's context, args
+// and output streams.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsageShown
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return runServe(ctx, rest, os.Getenv, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 {
+			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "fenceproxy: unknown command %q\n\n%s", cmd, usage)
+		return errUsageShown
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/fenceproxy/fenceproxy/config"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+)
+
+const serveUsage = `Usage: fenceproxy serve [--config FILE] [--listen ADDR] [--upstream ADDR]
+
+Runs the PostgreSQL wire-protocol proxy. Point your application's DSN at the
+listen address; database, user and password pass through to the upstream.
+
+Settings come from, weakest first: defaults, the YAML file given by --config,
+the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags.
+
+Flags:
+`
+
+// newFlagSet returns a flag set whose --help prints usage to stdout and whose
+// errors print to stderr.
+func newFlagSet(name, usage string, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fs.SetOutput(stdout)
+		fmt.Fprint(stdout, usage)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
+	return fs
+}
+
+// parseFlags parses args; --help returns errHelp, which callers treat as success.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return errHelp
+	}
+	if err != nil {
+		return errUsageShown
+	}
+	return nil
+}
+
+var errHelp = errors.New("help shown")
+
+// loadConfig applies defaults < file < env < flags.
+func loadConfig(path string, getenv func(string) string, flags map[string]string) (config.Config, error) {
+	cfg := config.Default()
+	if path != "" {
+		if err := cfg.Load(path); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.ApplyEnv(getenv)
+	if v, ok := flags["listen"]; ok {
+		cfg.Listen = v
+	}
+	if v, ok := flags["upstream"]; ok {
+		cfg.Upstream = v
+	}
+	return cfg, cfg.Validate()
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", serveUsage, stdout, stderr)
+	cfgPath := fs.String("config", "", "YAML configuration `file`")
+	fs.String("listen", config.Default().Listen, "`address` clients connect to")
+	fs.String("upstream", config.Default().Upstream, "PostgreSQL server `address`")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
+		return err
+	}
+	set := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })
+	cfg, err := loadConfig(*cfgPath, getenv, set)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream)
+	srv := pgwire.NewServer(pgwire.Config{Upstream: cfg.Upstream, Logger: log})
+	err = srv.Serve(ctx, ln)
+	log.Info("fenceproxy stopped")
+	return err
+}

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the proxy's configuration. The zero value is not valid; start
+// from Default.
+type Config struct {
+	// Listen is the address clients connect to (host:port).
+	Listen string `yaml:"listen"`
+	// Upstream is the PostgreSQL server's address (host:port).
+	Upstream string `yaml:"upstream"`
+}
+
+// Default returns the configuration used when nothing overrides it.
+func Default() Config {
+	return Config{
+		Listen:   "127.0.0.1:6432",
+		Upstream: "127.0.0.1:5432",
+	}
+}
+
+// Env names the environment variable for each setting that has one.
+var Env = map[string]string{
+	"listen":   "FENCEPROXY_LISTEN",
+	"upstream": "FENCEPROXY_UPSTREAM",
+}
+
+// Load reads the YAML file at path over c. Keys absent from the file keep
+// their value in c. Unknown keys and type errors are reported with the file
+// name and line.
+func (c *Config) Load(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return c.Parse(path, data)
+}
+
+var yamlLineErr = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// Parse decodes YAML data over c; name is used in error messages.
+func (c *Config) Parse(name string, data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(c)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, 0, len(te.Errors))
+		for _, e := range te.Errors {
+			if m := yamlLineErr.FindStringSubmatch(e); m != nil {
+				msgs = append(msgs, fmt.Sprintf("%s:%s: unknown key %q", name, m[1], m[2]))
+			} else if m := yamlLine.FindStringSubmatch(strings.TrimSpace(e)); m != nil {
+				msgs = append(msgs, fmt.Sprintf("%s:%s: %s", name, m[1], m[2]))
+			} else {
+				msgs = append(msgs, fmt.Sprintf("%s: %s", name, e))
+			}
+		}
+		return fmt.Errorf("config: %s", strings.Join(msgs, "; "))
+	}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Errorf("config: %s:%s: %s", name, m[1], m[2])
+	}
+	return fmt.Errorf("config: %s: %w", name, err)
+}
+
+// ApplyEnv overrides c with the FENCEPROXY_* variables that getenv returns
+// non-empty.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if v := getenv(Env["listen"]); v != "" {
+		c.Listen = v
+	}
+	if v := getenv(Env["upstream"]); v != "" {
+		c.Upstream = v
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c *Config) Validate() error {
+	if err := checkAddr("listen", c.Listen); err != nil {
+		return err
+	}
+	return checkAddr("upstream", c.Upstream)
+}
+
+func checkAddr(key, addr string) error {
+	if addr == "" {
+		return fmt.Errorf("config: %s: required (host:port)", key)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("config: %s: %q is not host:port: %w", key, addr, err)
+	}
+	return nil
+}

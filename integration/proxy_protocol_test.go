@@ -1,0 +1,240 @@
+package integration
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// rawConn is a protocol-level client: it speaks pgproto3 to the proxy so a
+// test can send exactly the messages it wants.
+type rawConn struct {
+	t    *testing.T
+	conn net.Conn
+	fe   *pgproto3.Frontend
+}
+
+func dialRaw(t *testing.T, e *env) *rawConn {
+	t.Helper()
+	conn, err := net.Dial("tcp", e.proxy.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	rc := &rawConn{t: t, conn: conn, fe: pgproto3.NewFrontend(conn, conn)}
+	rc.fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber,
+		Parameters: map[string]string{"user": pgcluster.Superuser, "database": e.db}})
+	rc.flush()
+	rc.until('Z')
+	return rc
+}
+
+func (rc *rawConn) flush() {
+	if err := rc.fe.Flush(); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+// until receives messages up to and including one of type typ and returns
+// them all, as their type letters and decoded values.
+func (rc *rawConn) until(typ byte) (string, []pgproto3.BackendMessage) {
+	rc.t.Helper()
+	var types strings.Builder
+	var msgs []pgproto3.BackendMessage
+	for {
+		msg, err := rc.fe.Receive()
+		if err != nil {
+			rc.t.Fatalf("receive after %q: %v", types.String(), err)
+		}
+		b, _ := msg.Encode(nil)
+		types.WriteByte(b[0])
+		// Receive reuses message values; keep a copy via re-decoding.
+		msgs = append(msgs, copyMsg(rc.t, msg))
+		if b[0] == typ {
+			return types.String(), msgs
+		}
+	}
+}
+
+func copyMsg(t *testing.T, m pgproto3.BackendMessage) pgproto3.BackendMessage {
+	switch m := m.(type) {
+	case *pgproto3.DataRow:
+		vals := make([][]byte, len(m.Values))
+		for i, v := range m.Values {
+			vals[i] = append([]byte(nil), v...)
+		}
+		return &pgproto3.DataRow{Values: vals}
+	case *pgproto3.CommandComplete:
+		return &pgproto3.CommandComplete{CommandTag: append([]byte(nil), m.CommandTag...)}
+	case *pgproto3.FunctionCallResponse:
+		return &pgproto3.FunctionCallResponse{Result: append([]byte(nil), m.Result...)}
+	case *pgproto3.ErrorResponse:
+		c := *m
+		return &c
+	}
+	return m
+}
+
+func TestProtocolExtended(t *testing.T) {
+	e := newEnv(t)
+	rc := dialRaw(t, e)
+	// A named statement, a named portal with a row limit (PortalSuspended),
+	// Describe of both, Flush in the middle, then Close and Sync.
+	rc.fe.SendParse(&pgproto3.Parse{Name: "s1", Query: "SELECT g FROM generate_series(1, $1::int) g"})
+	rc.fe.SendDescribe(&pgproto3.Describe{ObjectType: 'S', Name: "s1"})
+	rc.fe.Send(&pgproto3.Flush{})
+	rc.flush()
+	if got, _ := rc.until('T'); got != "1tT" {
+		t.Fatalf("Parse+Describe(S)+Flush replies %q, want 1tT", got)
+	}
+	rc.fe.SendBind(&pgproto3.Bind{DestinationPortal: "p1", PreparedStatement: "s1", Parameters: [][]byte{[]byte("5")}})
+	rc.fe.SendDescribe(&pgproto3.Describe{ObjectType: 'P', Name: "p1"})
+	rc.fe.SendExecute(&pgproto3.Execute{Portal: "p1", MaxRows: 2})
+	rc.fe.SendExecute(&pgproto3.Execute{Portal: "p1", MaxRows: 2})
+	rc.fe.SendExecute(&pgproto3.Execute{Portal: "p1"})
+	rc.fe.SendClose(&pgproto3.Close{ObjectType: 'P', Name: "p1"})
+	rc.fe.SendClose(&pgproto3.Close{ObjectType: 'S', Name: "s1"})
+	rc.fe.SendSync(&pgproto3.Sync{})
+	rc.flush()
+	got, msgs := rc.until('Z')
+	if got != "2TDDsDDsDC33Z" {
+		t.Fatalf("replies %q, want 2TDDsDDsDC33Z", got)
+	}
+	if cc := msgs[len(msgs)-4].(*pgproto3.CommandComplete); string(cc.CommandTag) != "SELECT 1" {
+		t.Errorf("last Execute tag %q", cc.CommandTag)
+	}
+	// The statement is gone: using it is an error, and Sync recovers.
+	rc.fe.SendBind(&pgproto3.Bind{PreparedStatement: "s1"})
+	rc.fe.SendExecute(&pgproto3.Execute{})
+	rc.fe.SendSync(&pgproto3.Sync{})
+	rc.flush()
+	got, msgs = rc.until('Z')
+	if got != "EZ" || msgs[0].(*pgproto3.ErrorResponse).Code != "26000" {
+		t.Fatalf("Bind of closed statement: %q %+v, want EZ with 26000", got, msgs[0])
+	}
+	// Empty query in the extended protocol.
+	rc.fe.SendParse(&pgproto3.Parse{Query: ""})
+	rc.fe.SendBind(&pgproto3.Bind{})
+	rc.fe.SendExecute(&pgproto3.Execute{})
+	rc.fe.SendSync(&pgproto3.Sync{})
+	rc.flush()
+	if got, _ := rc.until('Z'); got != "12IZ" {
+		t.Fatalf("empty extended query replies %q, want 12IZ", got)
+	}
+}
+
+func TestProtocolFunctionCall(t *testing.T) {
+	e := newEnv(t)
+	rc := dialRaw(t, e)
+	rc.fe.Send(&pgproto3.Query{String: "SELECT 'pg_catalog.int4pl'::regproc::oid"})
+	rc.flush()
+	_, msgs := rc.until('Z')
+	oid := string(msgs[1].(*pgproto3.DataRow).Values[0])
+	var fn uint32
+	for _, c := range oid {
+		fn = fn*10 + uint32(c-'0')
+	}
+	rc.fe.Send(&pgproto3.FunctionCall{Function: fn, ArgFormatCodes: []uint16{0}, Arguments: [][]byte{[]byte("40"), []byte("2")}, ResultFormatCode: 0})
+	rc.flush()
+	got, msgs := rc.until('Z')
+	if got != "VZ" || string(msgs[0].(*pgproto3.FunctionCallResponse).Result) != "42" {
+		t.Fatalf("FunctionCall replies %q %+v, want V(42)Z", got, msgs[0])
+	}
+}
+
+func TestUpstreamUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens here now
+	proxy := harness.StartProxy(t, pgwire.Config{Upstream: dead, DialTimeout: 2 * time.Second})
+	start := time.Now()
+	_, err = pgx.Connect(t.Context(), proxy.DSN("postgres", "", "postgres"))
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !strings.HasPrefix(pgErr.Code, "08") {
+		t.Fatalf("connect through proxy to a dead upstream: %v, want SQLSTATE class 08", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestUpstreamDiesMidSession(t *testing.T) {
+	e := newEnv(t)
+	conn := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	var pid int
+	if err := conn.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
+	// Kill the backend abruptly (SIGKILL would restart the whole cluster;
+	// terminating it closes its socket just the same for the proxy).
+	mustExec(t, admin, "SELECT pg_terminate_backend($1)", pid)
+	start := time.Now()
+	_, err := conn.Exec(t.Context(), "SELECT 1")
+	if err == nil {
+		t.Fatal("query on a dead upstream succeeded")
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != "57P01" && !strings.HasPrefix(pgErr.Code, "08")) {
+		// pgx may see the close before the error; either way it must not hang.
+		t.Logf("error after upstream death: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v to notice", d)
+	}
+	if !conn.IsClosed() {
+		t.Error("connection still open after the upstream died")
+	}
+}
+
+// TestUpstreamVanishes uses a fake upstream that accepts, completes
+// authentication and then drops the connection: the client must get an 08
+// error, not a hang.
+func TestUpstreamVanishes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		be := pgproto3.NewBackend(c, c)
+		if _, err := be.ReceiveStartupMessage(); err != nil {
+			c.Close()
+			return
+		}
+		be.Send(&pgproto3.AuthenticationOk{})
+		be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{1, 2, 3, 4}})
+		be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		be.Flush()
+		be.Receive() // the client's first query
+		c.Close()
+	}()
+	proxy := harness.StartProxy(t, pgwire.Config{Upstream: ln.Addr().String()})
+	conn, err := pgconn.Connect(t.Context(), proxy.DSN("postgres", "", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	_, err = conn.Exec(t.Context(), "SELECT 1").ReadAll()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "08006" {
+		t.Fatalf("got %v, want SQLSTATE 08006", err)
+	}
+}

@@ -1,0 +1,105 @@
+package pgwire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// headerLen is the size of a regular message header: type byte + int32 length
+// (the length counts itself but not the type byte).
+const headerLen = 5
+
+// maxStartupLen bounds the startup packet, like PostgreSQL's
+// MAX_STARTUP_PACKET_LENGTH (src/include/libpq/pqcomm.h).
+const maxStartupLen = 10000
+
+// reader frames PostgreSQL messages from a buffered stream without holding
+// bodies it is not asked to decode.
+type reader struct {
+	br  *bufio.Reader
+	hdr [headerLen]byte
+	buf []byte
+}
+
+func newReader(r io.Reader) *reader {
+	return &reader{br: bufio.NewReaderSize(r, 32*1024)}
+}
+
+// header reads the next message header and returns the type and body length.
+func (r *reader) header() (typ byte, n int, err error) {
+	if _, err := io.ReadFull(r.br, r.hdr[:]); err != nil {
+		return 0, 0, err
+	}
+	size := int32(binary.BigEndian.Uint32(r.hdr[1:]))
+	if size < 4 {
+		return 0, 0, fmt.Errorf("%w: message %q has length %d", errProtocol, r.hdr[0], size)
+	}
+	return r.hdr[0], int(size) - 4, nil
+}
+
+// body reads an n-byte body. The slice is valid until the next call to body.
+func (r *reader) body(n int) ([]byte, error) {
+	if cap(r.buf) < n {
+		r.buf = make([]byte, n)
+	}
+	r.buf = r.buf[:n]
+	if _, err := io.ReadFull(r.br, r.buf); err != nil {
+		return nil, unexpectedEOF(err)
+	}
+	return r.buf, nil
+}
+
+// copyBody streams an n-byte body to w without buffering it whole.
+func (r *reader) copyBody(w io.Writer, n int) error {
+	written, err := io.CopyN(w, r.br, int64(n))
+	if err != nil && written < int64(n) {
+		return unexpectedEOF(err)
+	}
+	return err
+}
+
+// discard skips an n-byte body.
+func (r *reader) discard(n int) error {
+	_, err := r.br.Discard(n)
+	return unexpectedEOF(err)
+}
+
+// idle reports whether no more input is already buffered, i.e. the peer is
+// waiting for us: the moment to flush what we have written.
+func (r *reader) idle() bool { return r.br.Buffered() == 0 }
+
+// writeHeader writes a message header for a body of n bytes.
+func writeHeader(w *bufio.Writer, typ byte, n int) error {
+	var hdr [headerLen]byte
+	hdr[0] = typ
+	binary.BigEndian.PutUint32(hdr[1:], uint32(n+4))
+	_, err := w.Write(hdr[:])
+	return err
+}
+
+// readStartup reads one startup-phase packet (length-prefixed, no type byte).
+// The returned slice is the packet without its length and is owned by the caller.
+func readStartup(r io.Reader) ([]byte, error) {
+	var lenBuf [4]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(lenBuf[:]))
+	if size < 8 || size > maxStartupLen {
+		return nil, fmt.Errorf("%w: invalid startup packet length %d", errProtocol, size)
+	}
+	pkt := make([]byte, size-4)
+	if _, err := io.ReadFull(r, pkt); err != nil {
+		return nil, unexpectedEOF(err)
+	}
+	return pkt, nil
+}
+
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

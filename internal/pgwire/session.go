@@ -1,0 +1,354 @@
+package pgwire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Startup-phase request codes (PostgreSQL src/include/libpq/pqcomm.h).
+const (
+	codeSSLRequest    = 80877103
+	codeGSSENCRequest = 80877104
+	codeCancelRequest = 80877102
+)
+
+// session is one client connection and its upstream connection.
+//
+// Goroutines: run (the caller's) owns the session and reads from the client;
+// it starts one upstream reader (pumpUpstream) after authentication and waits
+// for it before returning. close, reached on every path, unblocks both.
+type session struct {
+	srv    *Server
+	id     uint64
+	log    *slog.Logger
+	client net.Conn
+
+	upstream net.Conn
+	key      *pgproto3.BackendKeyData // the key the client was given
+
+	cr *reader       // from client
+	cw *bufio.Writer // to client; written by the upstream reader after startup
+	ur *reader       // from upstream
+	uw *bufio.Writer // to upstream; written by the client reader
+
+	closeOnce  sync.Once
+	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
+}
+
+func (s *session) close() {
+	s.closeOnce.Do(func() {
+		s.client.Close()
+		if s.upstream != nil {
+			s.upstream.Close()
+		}
+	})
+}
+
+func (s *session) run(ctx context.Context) {
+	defer s.close()
+	stop := context.AfterFunc(ctx, s.close)
+	defer stop()
+
+	s.client.SetDeadline(time.Now().Add(s.srv.cfg.startupTimeout()))
+	startup, err := s.startup()
+	if err != nil || startup == nil {
+		if err != nil && !isClosed(err) {
+			s.log.Info("startup failed", "err", err)
+		}
+		return
+	}
+	if err := s.connectUpstream(startup); err != nil {
+		s.log.Warn("upstream connect failed", "err", err)
+		s.sendClient(fatal(codeCannotConnect, "fenceproxy: cannot connect to the upstream server: "+err.Error()))
+		return
+	}
+	defer s.srv.cancels.remove(s.key)
+	if err := s.relayAuth(); err != nil {
+		s.log.Info("authentication failed", "err", err)
+		return
+	}
+	s.client.SetDeadline(time.Time{})
+	s.upstream.SetDeadline(time.Time{})
+	s.log.Debug("session ready", "user", startup.Parameters["user"], "database", startup.Parameters["database"])
+	s.proxy()
+}
+
+// startup reads the client's startup packets, answering SSL and GSSAPI
+// encryption requests with 'N' and serving cancel requests. It returns the
+// StartupMessage, or nil when the connection was a cancel request.
+func (s *session) startup() (*pgproto3.StartupMessage, error) {
+	for {
+		pkt, err := readStartup(s.client)
+		if err != nil {
+			return nil, err
+		}
+		switch code := binary.BigEndian.Uint32(pkt); code {
+		case codeSSLRequest, codeGSSENCRequest:
+			if _, err := s.client.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case codeCancelRequest:
+			var req pgproto3.CancelRequest
+			if err := req.Decode(pkt); err != nil {
+				return nil, fmt.Errorf("%w: %v", errProtocol, err)
+			}
+			s.cancel(&req)
+			return nil, nil
+		default:
+			var msg pgproto3.StartupMessage
+			if err := msg.Decode(pkt); err != nil {
+				s.sendClient(fatal(codeProtocolViolation, "fenceproxy: invalid startup packet: "+err.Error()))
+				return nil, fmt.Errorf("%w: %v", errProtocol, err)
+			}
+			return &msg, nil
+		}
+	}
+}
+
+func (s *session) cancel(req *pgproto3.CancelRequest) {
+	up, ok := s.srv.cancels.lookup(req)
+	if !ok {
+		s.log.Info("cancel request with unknown key")
+		return
+	}
+	if err := forwardCancel(up, s.srv.cfg.dialTimeout()); err != nil {
+		s.log.Warn("forward cancel request", "err", err)
+	}
+}
+
+func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
+	conn, err := net.DialTimeout("tcp", s.srv.cfg.Upstream, s.srv.cfg.dialTimeout())
+	if err != nil {
+		return err
+	}
+	s.upstream = conn
+	conn.SetDeadline(time.Now().Add(s.srv.cfg.startupTimeout()))
+	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(s.client, 32*1024)
+	s.ur, s.uw = newReader(conn), bufio.NewWriterSize(conn, 32*1024)
+	buf, err := startup.Encode(nil)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Write(buf); err != nil {
+		return err
+	}
+	return nil
+}
+
+// relayAuth relays the upstream's authentication exchange until its first
+// ReadyForQuery. The proxy never sees a password in the clear unless the
+// server asked the client for a cleartext one; it only forwards bytes.
+func (s *session) relayAuth() error {
+	for {
+		typ, n, err := s.ur.header()
+		if err != nil {
+			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: upstream closed the connection during authentication"))
+			return err
+		}
+		body, err := s.ur.body(n)
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case 'K':
+			var k pgproto3.BackendKeyData
+			if err := k.Decode(body); err != nil {
+				return err
+			}
+			s.key = s.srv.cancels.register(upstreamKey{addr: s.srv.cfg.Upstream, pid: k.ProcessID, secret: k.SecretKey})
+			if err := s.writeClient(s.key); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.writeRaw(s.cw, typ, body); err != nil {
+			return err
+		}
+		if err := s.cw.Flush(); err != nil {
+			return err
+		}
+		switch typ {
+		case 'E':
+			return errors.New("upstream refused the connection")
+		case 'Z':
+			return nil
+		case 'R':
+			if len(body) >= 4 && authNeedsReply(binary.BigEndian.Uint32(body)) {
+				if err := s.relayAuthReply(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// authNeedsReply reports whether an Authentication request expects a message
+// from the client (PostgreSQL protocol "Message Formats": AuthenticationXxx).
+func authNeedsReply(kind uint32) bool {
+	switch kind {
+	case 3, 5, 7, 8, 9, 10, 11: // cleartext, MD5, GSS, GSS continue, SSPI, SASL, SASL continue
+		return true
+	}
+	return false
+}
+
+func (s *session) relayAuthReply() error {
+	typ, n, err := s.cr.header()
+	if err != nil {
+		return err
+	}
+	if typ != 'p' {
+		s.sendClient(fatal(codeProtocolViolation, fmt.Sprintf("fenceproxy: expected a password message, got %q", typ)))
+		return fmt.Errorf("%w: expected password message, got %q", errProtocol, typ)
+	}
+	if n > maxStartupLen {
+		s.sendClient(fatal(codeProtocolViolation, "fenceproxy: authentication message too long"))
+		return fmt.Errorf("%w: password message of %d bytes", errProtocol, n)
+	}
+	body, err := s.cr.body(n)
+	if err != nil {
+		return err
+	}
+	if err := s.writeRaw(s.uw, typ, body); err != nil {
+		return err
+	}
+	return s.uw.Flush()
+}
+
+// proxy relays messages both ways until either side closes.
+func (s *session) proxy() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.pumpUpstream()
+		s.close()
+	}()
+	s.pumpClient()
+	s.close()
+	<-done
+}
+
+// pumpClient forwards client messages upstream until the client leaves.
+func (s *session) pumpClient() {
+	for {
+		typ, n, err := s.cr.header()
+		if err != nil {
+			if !isClosed(err) && err != io.EOF {
+				s.log.Info("client read", "err", err)
+			}
+			return
+		}
+		if err := writeHeader(s.uw, typ, n); err != nil {
+			return
+		}
+		if err := s.cr.copyBody(s.uw, n); err != nil {
+			return
+		}
+		if typ == 'X' {
+			s.terminated.Store(true)
+			s.uw.Flush()
+			return
+		}
+		if s.cr.idle() {
+			if err := s.uw.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// pumpUpstream forwards upstream messages to the client until the upstream
+// leaves; then it tells the client why, if the upstream did not.
+func (s *session) pumpUpstream() {
+	var lastFatal bool
+	for {
+		typ, n, err := s.ur.header()
+		if err != nil {
+			if !lastFatal && !isClosed(err) && !s.terminated.Load() {
+				s.log.Warn("upstream lost", "err", err)
+				s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
+			}
+			return
+		}
+		lastFatal = false
+		if typ == 'E' {
+			body, err := s.ur.body(n)
+			if err != nil {
+				return
+			}
+			lastFatal = isFatal(body)
+			if err := s.writeRaw(s.cw, typ, body); err != nil {
+				return
+			}
+		} else {
+			if err := writeHeader(s.cw, typ, n); err != nil {
+				return
+			}
+			if err := s.ur.copyBody(s.cw, n); err != nil {
+				return
+			}
+		}
+		if s.ur.idle() {
+			if err := s.cw.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// isFatal reports whether an ErrorResponse body has severity FATAL or PANIC.
+func isFatal(body []byte) bool {
+	var e pgproto3.ErrorResponse
+	if e.Decode(body) != nil {
+		return false
+	}
+	return e.Severity == "FATAL" || e.Severity == "PANIC"
+}
+
+func (s *session) writeRaw(w *bufio.Writer, typ byte, body []byte) error {
+	if err := writeHeader(w, typ, len(body)); err != nil {
+		return err
+	}
+	_, err := w.Write(body)
+	return err
+}
+
+func (s *session) writeClient(msg pgproto3.BackendMessage) error {
+	buf, err := msg.Encode(nil)
+	if err != nil {
+		return err
+	}
+	_, err = s.cw.Write(buf)
+	return err
+}
+
+// sendClient writes msg to the client directly and flushes; used on error
+// paths where the buffered writer may not exist yet.
+func (s *session) sendClient(msg pgproto3.BackendMessage) {
+	buf, err := msg.Encode(nil)
+	if err != nil {
+		return
+	}
+	if s.cw != nil {
+		s.cw.Write(buf)
+		s.cw.Flush()
+		return
+	}
+	s.client.SetWriteDeadline(time.Now().Add(time.Second))
+	s.client.Write(buf)
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed)
+}
