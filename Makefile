@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet unit integration bench fuzz clean
+.PHONY: build test vet unit integration bench bench-pgbench fuzz clean
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -17,7 +17,11 @@ unit:
 	$(GO) test -count=1 -short $(PKGS)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 $$($(GO) list ./... | grep -v /integration)
 
 clean:
 	rm -rf bin
+
+## bench-pgbench: pgbench select-only -c 16, direct vs through the proxy, same run
+bench-pgbench:
+	$(GO) test -run '^$$' -bench BenchmarkPgbenchSelectOnly -benchtime 3x -timeout 20m ./integration/

@@ -24,7 +24,7 @@ type env struct {
 	db    string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	pg := harness.Postgres(t)
 	return &env{pg: pg, db: harness.CreateDB(t, pg), proxy: harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr()})}
@@ -36,7 +36,7 @@ func (e *env) viaProxy() string { return e.proxy.DSN(pgcluster.Superuser, "", e.
 // direct is the superuser's DSN straight to PostgreSQL.
 func (e *env) direct() string { return e.pg.DSN(pgcluster.Superuser, e.db) }
 
-func connect(t *testing.T, dsn string, mode pgx.QueryExecMode) *pgx.Conn {
+func connect(t testing.TB, dsn string, mode pgx.QueryExecMode) *pgx.Conn {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {

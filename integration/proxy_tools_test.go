@@ -112,7 +112,7 @@ var pgbenchFailed = regexp.MustCompile(`number of failed transactions: (\d+)`)
 var pgbenchTPS = regexp.MustCompile(`tps = ([0-9.]+)`)
 
 // pgbench runs pgbench against host:port and returns its output.
-func pgbench(t *testing.T, pg *pgcluster.Cluster, host string, port int, db string, args ...string) string {
+func pgbench(t testing.TB, pg *pgcluster.Cluster, host string, port int, db string, args ...string) string {
 	t.Helper()
 	base := []string{"-h", host, "-p", strconv.Itoa(port), "-U", pgcluster.Superuser}
 	cmd := exec.CommandContext(t.Context(), harness.Tool(t, pg, "pgbench"), append(append(base, args...), db)...)

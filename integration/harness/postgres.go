@@ -80,5 +80,6 @@ func Main(m *testing.M) int {
 		pgCluster = nil
 	}
 	pgMu.Unlock()
+	removeBinary()
 	return code
 }

@@ -51,13 +51,22 @@ func (r *reader) body(n int) ([]byte, error) {
 	return r.buf, nil
 }
 
-// copyBody streams an n-byte body to w without buffering it whole.
+// copyBody streams an n-byte body to w through the read buffer, one buffer
+// at a time, so a body is never held whole and small ones cost no copy
+// beyond the write.
 func (r *reader) copyBody(w io.Writer, n int) error {
-	written, err := io.CopyN(w, r.br, int64(n))
-	if err != nil && written < int64(n) {
-		return unexpectedEOF(err)
+	for n > 0 {
+		chunk, err := r.br.Peek(min(n, r.br.Size()))
+		if len(chunk) == 0 && err != nil {
+			return unexpectedEOF(err)
+		}
+		if _, err := w.Write(chunk); err != nil {
+			return err
+		}
+		r.br.Discard(len(chunk))
+		n -= len(chunk)
 	}
-	return err
+	return nil
 }
 
 // discard skips an n-byte body.
