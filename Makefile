@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet unit integration bench bench-pgbench fuzz clean
+.PHONY: build test vet lint unit integration bench bench-pgbench fuzz clean
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -25,3 +25,8 @@ clean:
 ## bench-pgbench: pgbench select-only -c 16, direct vs through the proxy, same run
 bench-pgbench:
 	$(GO) test -run '^$$' -bench BenchmarkPgbenchSelectOnly -benchtime 3x -timeout 20m ./integration/
+
+## lint: gofmt, go vet and staticcheck
+lint: vet
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...

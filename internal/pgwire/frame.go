@@ -69,12 +69,6 @@ func (r *reader) copyBody(w io.Writer, n int) error {
 	return nil
 }
 
-// discard skips an n-byte body.
-func (r *reader) discard(n int) error {
-	_, err := r.br.Discard(n)
-	return unexpectedEOF(err)
-}
-
 // idle reports whether no more input is already buffered, i.e. the peer is
 // waiting for us: the moment to flush what we have written.
 func (r *reader) idle() bool { return r.br.Buffered() == 0 }

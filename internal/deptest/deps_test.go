@@ -1,0 +1,97 @@
+package deptest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/fenceproxy/fenceproxy"
+
+type pkg struct {
+	ImportPath string
+	Dir        string
+	Deps       []string
+	GoFiles    []string
+	CgoFiles   []string
+}
+
+// packages lists every package in the module with its production (non-test)
+// dependencies, transitively.
+func packages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// rule forbids packages matching from (prefix) to depend on any of to
+// (prefixes), with the reason a failure prints.
+type rule struct {
+	from   string
+	except []string
+	to     []string
+	reason string
+}
+
+var rules = []rule{
+	{from: "internal/gate", to: []string{"net", "internal/pgwire"}, reason: "gate decides; it never touches sockets (DESIGN.md: pgwire → gate → hwm)"},
+	{from: "internal/hwm", to: []string{"net", "internal/pgwire", "internal/gate", "github.com/jackc/pgx"}, reason: "hwm supplies SQL; it knows no sessions, sockets or driver"},
+	{from: "internal/pgwire", to: []string{"github.com/pganalyze/pg_query_go"}, reason: "statement parsing belongs to gate"},
+	{from: "lockclient", to: []string{"internal/"}, reason: "lockclient is public and stands alone"},
+	{from: "lockclient", except: []string{"lockclient/etcd"}, to: []string{"go.etcd.io/"}, reason: "only the etcd backend may import the etcd client"},
+	{from: "", except: []string{"integration", "internal/deptest", "cmd/fenceproxy/internal/demo", "internal/demo"}, to: []string{"go.etcd.io/etcd/server"}, reason: "the etcd server is embedded only by the test harness and the demo"},
+	{from: "", except: []string{"integration", "internal/deptest"}, to: []string{"testing", "integration"}, reason: "production code never imports testing or the integration harness"},
+}
+
+func rel(path string) string { return strings.TrimPrefix(strings.TrimPrefix(path, module), "/") }
+
+func matches(path, prefix string) bool {
+	if prefix == "" {
+		return true
+	}
+	return path == prefix || strings.HasPrefix(path, strings.TrimSuffix(prefix, "/")+"/")
+}
+
+func TestImportGraph(t *testing.T) {
+	for _, p := range packages(t) {
+		from := rel(p.ImportPath)
+		for _, r := range rules {
+			if !matches(from, r.from) || matchesAny(from, r.except) {
+				continue
+			}
+			for _, dep := range p.Deps {
+				target := dep
+				if strings.HasPrefix(dep, module) {
+					target = rel(dep)
+				}
+				for _, bad := range r.to {
+					if matches(target, bad) {
+						t.Errorf("%s imports %s: %s", from, dep, r.reason)
+					}
+				}
+			}
+		}
+	}
+}
+
+func matchesAny(path string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if matches(path, p) {
+			return true
+		}
+	}
+	return false
+}
