@@ -1,0 +1,103 @@
+package pgwire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"testing/iotest"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+func encode(t *testing.T, msgs ...pgproto3.Message) []byte {
+	t.Helper()
+	var buf []byte
+	for _, m := range msgs {
+		var err error
+		if buf, err = m.Encode(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf
+}
+
+// TestReaderRelaysByteExact frames a stream that arrives one byte at a time
+// and checks that copying every body reproduces the stream exactly.
+func TestReaderRelaysByteExact(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 100_000) // larger than the read buffer
+	in := encode(t,
+		&pgproto3.Query{String: "SELECT 1"},
+		&pgproto3.CopyData{Data: big},
+		&pgproto3.Sync{},
+		&pgproto3.Terminate{},
+	)
+	r := newReader(iotest.OneByteReader(bytes.NewReader(in)))
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	var types []byte
+	for {
+		typ, n, err := r.header()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, typ)
+		writeHeader(w, typ, n)
+		if err := r.copyBody(w, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	if string(types) != "QdSX" {
+		t.Errorf("types %q, want QdSX", types)
+	}
+	if !bytes.Equal(out.Bytes(), in) {
+		t.Errorf("relayed stream differs from input (%d vs %d bytes)", out.Len(), len(in))
+	}
+}
+
+func TestReaderRejectsBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"length below 4", []byte{'Q', 0, 0, 0, 3}, errProtocol},
+		{"negative length", []byte{'Q', 0xff, 0xff, 0xff, 0xff}, errProtocol},
+		{"truncated header", []byte{'Q', 0, 0}, io.ErrUnexpectedEOF},
+		{"truncated body", []byte{'Q', 0, 0, 0, 10, 'S', 'E'}, io.ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReader(bytes.NewReader(tt.in))
+			typ, n, err := r.header()
+			if err == nil {
+				_ = typ
+				err = r.copyBody(io.Discard, n)
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadStartup(t *testing.T) {
+	ok := encode(t, &pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber, Parameters: map[string]string{"user": "u"}})
+	if pkt, err := readStartup(bytes.NewReader(ok)); err != nil || len(pkt) != len(ok)-4 {
+		t.Fatalf("valid startup: %d bytes, %v", len(pkt), err)
+	}
+	for name, in := range map[string][]byte{
+		"too short": {0, 0, 0, 4},
+		"too long":  {0, 0, 0x7f, 0xff},
+		"truncated": {0, 0, 0, 20, 0, 3},
+	} {
+		if _, err := readStartup(bytes.NewReader(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
