@@ -38,7 +38,7 @@ type testDB struct {
 }
 
 // newDB creates an empty database for t.
-func newDB(t *testing.T) testDB {
+func newDB(t testing.TB) testDB {
 	t.Helper()
 	pg := harness.Postgres(t)
 	name := fmt.Sprintf("hwm_%d", dbSeq.Add(1))
@@ -49,7 +49,7 @@ func newDB(t *testing.T) testDB {
 }
 
 // newStore creates a database with the fence store installed by the superuser.
-func newStore(t *testing.T) testDB {
+func newStore(t testing.TB) testDB {
 	t.Helper()
 	db := newDB(t)
 	if _, err := hwm.Migrate(t.Context(), session{db.connect(t, pgcluster.Superuser)}); err != nil {
@@ -59,7 +59,7 @@ func newStore(t *testing.T) testDB {
 }
 
 // connect opens a connection as user, closed when t ends.
-func (db testDB) connect(t *testing.T, user string) *pgx.Conn {
+func (db testDB) connect(t testing.TB, user string) *pgx.Conn {
 	t.Helper()
 	c, err := pgx.Connect(t.Context(), db.pg.DSN(user, db.name))
 	if err != nil {
@@ -70,7 +70,7 @@ func (db testDB) connect(t *testing.T, user string) *pgx.Conn {
 }
 
 // super is a superuser connection.
-func (db testDB) super(t *testing.T) *pgx.Conn { return db.connect(t, pgcluster.Superuser) }
+func (db testDB) super(t testing.TB) *pgx.Conn { return db.connect(t, pgcluster.Superuser) }
 
 // mark returns the token of resource, 0 when it has none.
 func mark(t *testing.T, c *pgx.Conn, resource string) int64 {
