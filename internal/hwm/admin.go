@@ -52,7 +52,7 @@ func readMarks(ctx context.Context, q Querier, op, sql string, args ...any) ([]M
 }
 
 // Set makes token the mark of resource, whatever the mark was, and returns
-// the previous mark (0: there was none). It is an operator's repair, not part
+// the previous mark as the statement found it (0: there was none). It is an operator's repair, not part
 // of fencing: lowering a mark lets holders with lower tokens write again,
 // e.g. after etcd was restored without --bump-revision and mints tokens below
 // the marks. It must only be done when no old holder can still be running.
@@ -63,7 +63,9 @@ func Set(ctx context.Context, q Querier, resource string, token int64) (previous
 	if resource == "" || token <= 0 {
 		return 0, &opError{op: "set", err: errors.New("need a resource and a positive token")}
 	}
-	const sql = `WITH old AS (SELECT h.token FROM fence.hwm AS h WHERE h.resource = $1 FOR UPDATE)
+	// No FOR UPDATE in old: the upsert modifies the row in the same
+	// command, and a locking read of it would then skip it.
+	const sql = `WITH old AS (SELECT h.token FROM fence.hwm AS h WHERE h.resource = $1)
 INSERT INTO fence.hwm AS h (resource, token, updated_at) VALUES ($1, $2, pg_catalog.now())
 ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
 RETURNING COALESCE((SELECT old.token FROM old), 0)`
