@@ -217,6 +217,7 @@ func TestCheckConcurrent(t *testing.T) {
 		name     string
 		before   int64 // 0: no row yet
 		a, b     string
+		bBegin   string // "": BEGIN (READ COMMITTED)
 		aCommits bool
 		code     string // B's error
 		msg      string
@@ -230,6 +231,12 @@ func TestCheckConcurrent(t *testing.T) {
 		{name: "equal waits and is accepted", before: 40, a: "42", b: "42", aCommits: true, wantMark: 42},
 		{name: "lower accepted after A rolls back", before: 40, a: "42", b: "41", wantMark: 41},
 		{name: "no row, A rolls back", a: "42", b: "41", wantMark: 41},
+		// REPEATABLE READ cannot re-check on the newer row: the waiter fails
+		// with a serialization failure, which clients retry.
+		{name: "repeatable read, higher", before: 40, a: "42", b: "43", bBegin: "BEGIN ISOLATION LEVEL REPEATABLE READ", aCommits: true,
+			code: "40001", msg: "could not serialize access due to concurrent update", wantMark: 42},
+		{name: "repeatable read, lower", before: 40, a: "42", b: "41", bBegin: "BEGIN ISOLATION LEVEL REPEATABLE READ", aCommits: true,
+			code: "40001", msg: "could not serialize access due to concurrent update", wantMark: 42},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,8 +255,12 @@ func TestCheckConcurrent(t *testing.T) {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
+			begin := "BEGIN"
+			if tt.bBegin != "" {
+				begin = tt.bBegin
+			}
 			go func() {
-				done <- inTx(ctx, cb, "BEGIN", func() error {
+				done <- inTx(ctx, cb, begin, func() error {
 					return call(ctx, cb, hwm.CheckArgs{Token: tt.b, Resource: "r", Advance: true})
 				})
 			}()

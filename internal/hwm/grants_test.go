@@ -136,7 +136,15 @@ func TestNotInstalled(t *testing.T) {
 					t.Errorf("ClientError = %s %q %v\nwant %s %q", newCode, newMsg, rewrite, hwm.CodeNotInstalled, want)
 				}
 			}
-			_, err := hwm.List(t.Context(), session{app})
+			st, err := hwm.Status(t.Context(), session{app})
+			if err == nil && st.OK() {
+				t.Errorf("Status as the application role is OK: %v", st)
+			}
+			if err != nil && !errors.Is(err, hwm.ErrNotInstalled) {
+				t.Errorf("Status: %v, want ErrNotInstalled or problems", err)
+			}
+			t.Logf("status: %v, %v", st, err)
+			_, err = hwm.List(t.Context(), session{app})
 			if got := errors.Is(err, hwm.ErrNotInstalled); got != tt.noList {
 				t.Errorf("List: %v, ErrNotInstalled %v, want %v", err, got, tt.noList)
 			}

@@ -81,9 +81,9 @@ func migrateOne(ctx context.Context, q Querier, m migration) (found int, err err
 			return 0, fmt.Errorf("hwm: migrate: %w", err)
 		}
 	}
-	st, err := readState(ctx, q)
+	st, err := readState(ctx, q, "migrate")
 	if err != nil {
-		return 0, fmt.Errorf("hwm: migrate: %w", err)
+		return 0, err
 	}
 	switch {
 	case st.version == 0 && st.schema:

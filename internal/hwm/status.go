@@ -30,12 +30,13 @@ func (s State) String() string {
 // installed version against LatestVersion, the presence of schema, table and
 // procedure, fence.check's SECURITY DEFINER and search_path and body, and
 // roles other than the owner that could write fence.hwm or create in schema
-// fence (the owner and superusers always can). The proxy's admin_dsn
+// fence (the owner and superusers always can), and whether the connected
+// role may execute fence.check. The proxy's admin_dsn
 // start-up check logs State.String. An error means q could not be asked.
 func Status(ctx context.Context, q Querier) (State, error) {
-	st, err := readState(ctx, q)
+	st, err := readState(ctx, q, "status")
 	if err != nil {
-		return State{}, fmt.Errorf("hwm: status: %w", err)
+		return State{}, err
 	}
 	s := State{Version: st.version, Latest: LatestVersion}
 	add := func(format string, args ...any) { s.Problems = append(s.Problems, fmt.Sprintf(format, args...)) }
@@ -61,6 +62,9 @@ func Status(ctx context.Context, q Querier) (State, error) {
 	case st.version == LatestVersion && st.procBody != checkBodyV1:
 		add("procedure fence.check differs from version %d's: run fenceproxy migrate on a fresh schema or restore it", st.version)
 	}
+	if st.proc && !st.canExecute {
+		add("role %s may not execute fence.check", st.user)
+	}
 	if st.writers != "" {
 		add("roles other than the owner may write fence.hwm: %s", st.writers)
 	}
@@ -72,14 +76,16 @@ func Status(ctx context.Context, q Querier) (State, error) {
 
 // rawState is what the catalogs say about the fence store.
 type rawState struct {
-	version  int
-	schema   bool   // schema fence exists
-	table    bool   // fence.hwm exists
-	proc     bool   // fence.check(…) exists
-	procSafe bool   // … SECURITY DEFINER with the pinned search_path
-	procBody string // its source
-	writers  string // non-owner roles with more than SELECT on fence.hwm
-	creators string // non-owner roles with CREATE on schema fence
+	version    int
+	schema     bool   // schema fence exists
+	table      bool   // fence.hwm exists
+	proc       bool   // fence.check(…) exists
+	procSafe   bool   // … SECURITY DEFINER with the pinned search_path
+	procBody   string // its source
+	user       string // the connected role
+	canExecute bool   // … which may execute fence.check
+	writers    string // non-owner roles with more than SELECT on fence.hwm
+	creators   string // non-owner roles with CREATE on schema fence
 }
 
 const stateQuery = `SELECT
@@ -89,6 +95,8 @@ const stateQuery = `SELECT
 	p.oid IS NOT NULL,
 	COALESCE(p.prosecdef AND p.proconfig = ARRAY['search_path=pg_catalog, pg_temp'], false),
 	COALESCE(p.prosrc, ''),
+	CURRENT_USER::text,
+	COALESCE(pg_catalog.has_function_privilege(p.oid, 'EXECUTE'), false),
 	COALESCE((SELECT pg_catalog.string_agg(g.who, ', ' ORDER BY g.who) FROM (
 		SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::text END AS who
 		FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
@@ -100,14 +108,16 @@ const stateQuery = `SELECT
 FROM (SELECT) AS one
 LEFT JOIN pg_catalog.pg_proc AS p ON p.oid = pg_catalog.to_regprocedure('fence.check(text, text, text, text, boolean, boolean)')`
 
-// readState reads rawState through q.
-func readState(ctx context.Context, q Querier) (rawState, error) {
+// readState reads rawState through q; op names the caller in errors.
+func readState(ctx context.Context, q Querier, op string) (rawState, error) {
 	var st rawState
 	var hasVersions bool
 	err := q.QueryRow(ctx, stateQuery).Scan(&st.schema, &hasVersions, &st.table, &st.proc,
-		&st.procSafe, &st.procBody, &st.writers, &st.creators)
+		&st.procSafe, &st.procBody, &st.user, &st.canExecute, &st.writers, &st.creators)
 	if err != nil {
-		return rawState{}, err
+		// E.g. 42501 when the role lacks USAGE on schema fence: to_regclass
+		// checks it even though it is told not to fail on missing names.
+		return rawState{}, wrapErr(op+": read catalogs", err)
 	}
 	if !hasVersions {
 		return st, nil
@@ -115,7 +125,7 @@ func readState(ctx context.Context, q Querier) (rawState, error) {
 	var v int64
 	err = q.QueryRow(ctx, "SELECT COALESCE(pg_catalog.max(version), 0)::int8 FROM fence.schema_version").Scan(&v)
 	if err != nil {
-		return rawState{}, wrapErr("read fence.schema_version", err)
+		return rawState{}, wrapErr(op+": read fence.schema_version", err)
 	}
 	st.version = int(v)
 	return st, nil
