@@ -17,7 +17,7 @@ var tricky = []string{
 	"orders/42", "", "'", "''", "it's", `\`, `a\`, `\'`, `'\`, `\\'; DROP TABLE fence.hwm; --`,
 	"100%", "%s %d %%", "ünïcødé ✓ 日本語 🦀", "$", "$$", "$q$", "x$q", "$q", "q$", "$q$\\",
 	"$q1$\\$q$", `$q\`, "\\$q", "$fence$", "$fence", "a$fence$b\\", "$fence$'$q$\\",
-	"line\nbreak\ttab\r", "\"quoted\"", "--", "/* c */", "E'x'", "U&'d'",
+	`\x$q`, `\$q1$$q$`, "line\nbreak\ttab\r", "\"quoted\"", "--", "/* c */", "E'x'", "U&'d'",
 }
 
 func TestAppendLiteralCall(t *testing.T) {
