@@ -11,8 +11,8 @@ import "context"
 // SQLSTATE through a method SQLState() string (pgx's *pgconn.PgError does), so
 // that hwm can tell "not installed" from other failures.
 type Querier interface {
-	// Exec runs sql with args as parameters ($1, $2, …) and discards any rows.
-	// Without args it must be sent as a simple query.
+	// Exec runs sql, one statement, with args as parameters ($1, $2, …)
+	// and discards any rows.
 	Exec(ctx context.Context, sql string, args ...any) error
 	// QueryRow runs sql, which returns exactly one row, and returns that row.
 	QueryRow(ctx context.Context, sql string, args ...any) Row
