@@ -1,0 +1,76 @@
+package hwm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Mark is the high-water mark of one resource.
+type Mark struct {
+	Resource  string    `json:"resource"`
+	Token     int64     `json:"token"`      // highest token accepted
+	UpdatedAt time.Time `json:"updated_at"` // when it was last advanced or set
+}
+
+// markQuery returns the selected marks as one JSON array, so that q needs
+// to scan only one text value.
+const markQuery = `SELECT COALESCE(pg_catalog.json_agg(pg_catalog.json_build_object(
+	'resource', h.resource, 'token', h.token, 'updated_at', h.updated_at) ORDER BY h.resource), '[]')::text
+FROM fence.hwm AS h`
+
+// List returns every mark, ordered by resource. It needs SELECT on fence.hwm,
+// which every role has. All marks are read into memory at once.
+func List(ctx context.Context, q Querier) ([]Mark, error) {
+	return readMarks(ctx, q, "list", markQuery)
+}
+
+// Get returns the mark of resource, or an error wrapping ErrNoMark when it has
+// none.
+func Get(ctx context.Context, q Querier, resource string) (Mark, error) {
+	ms, err := readMarks(ctx, q, "get", markQuery+" WHERE h.resource = $1", resource)
+	if err != nil {
+		return Mark{}, err
+	}
+	if len(ms) == 0 {
+		return Mark{}, &opError{op: "get " + resource, err: ErrNoMark}
+	}
+	return ms[0], nil
+}
+
+func readMarks(ctx context.Context, q Querier, op, sql string, args ...any) ([]Mark, error) {
+	var text string
+	if err := q.QueryRow(ctx, sql, args...).Scan(&text); err != nil {
+		return nil, wrapErr(op, err)
+	}
+	var ms []Mark
+	if err := json.Unmarshal([]byte(text), &ms); err != nil {
+		return nil, &opError{op: op, err: err}
+	}
+	return ms, nil
+}
+
+// Set makes token the mark of resource, whatever the mark was, and returns
+// the previous mark as the statement found it (0: there was none). It is an operator's repair, not part
+// of fencing: lowering a mark lets holders with lower tokens write again,
+// e.g. after etcd was restored without --bump-revision and mints tokens below
+// the marks. It must only be done when no old holder can still be running.
+//
+// Set writes fence.hwm directly, so it needs the owner's rights (the role
+// that ran Migrate). token must be positive and resource not empty.
+func Set(ctx context.Context, q Querier, resource string, token int64) (previous int64, err error) {
+	if resource == "" || token <= 0 {
+		return 0, &opError{op: "set", err: errors.New("need a resource and a positive token")}
+	}
+	// No FOR UPDATE in old: the upsert modifies the row in the same
+	// command, and a locking read of it would then skip it.
+	const sql = `WITH old AS (SELECT h.token FROM fence.hwm AS h WHERE h.resource = $1)
+INSERT INTO fence.hwm AS h (resource, token, updated_at) VALUES ($1, $2, pg_catalog.now())
+ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
+RETURNING COALESCE((SELECT old.token FROM old), 0)`
+	if err := q.QueryRow(ctx, sql, resource, token).Scan(&previous); err != nil {
+		return 0, wrapErr("set "+resource, err)
+	}
+	return previous, nil
+}

@@ -1,0 +1,119 @@
+package hwm
+
+import "strings"
+
+// CheckStatement calls fence.check with the six arguments of CheckArgs as
+// parameters, for the extended protocol: Parse it once per session (the
+// server infers the parameter types text, text, text, text, boolean,
+// boolean) and Bind Params(a) to it. On success it returns only
+// CommandComplete "CALL"; on refusal an ErrorResponse (see ClientError).
+const CheckStatement = "CALL fence.check($1, $2, $3, $4, $5, $6)"
+
+// CheckArgs are the arguments of one fence.check call. The empty string means
+// absent. Strings must not contain NUL bytes (see AppendLiteralCall).
+type CheckArgs struct {
+	// Token is the fencing token from the statement's comment, as text; the
+	// server validates it. Empty: use the setting lock.fencing_token.
+	Token string
+	// Resource is the resource from the statement's comment. Empty: the
+	// setting lock.resource, then TableResource, then DefaultResource.
+	Resource string
+	// TableResource is the resource the config maps a written table to.
+	TableResource string
+	// DefaultResource is the config's default_resource.
+	DefaultResource string
+	// RequireToken refuses, with CodeTokenRequired, a call that ends up
+	// with no token (the legacy guard for a protected table).
+	RequireToken bool
+	// Advance raises the mark to the token and holds its row lock to
+	// commit. False, or a read-only transaction: check only, write nothing.
+	Advance bool
+}
+
+// AppendLiteralCall appends to dst a CALL of fence.check with a's values as
+// SQL literals, for the simple protocol, and returns the extended slice, e.g.
+//
+//	CALL fence.check('42', 'orders/42', '', '', false, true)
+//
+// No semicolon is appended. The literals read the same whatever the session's
+// standard_conforming_strings is (see appendLiteral). A string holding a NUL
+// byte cannot be sent to PostgreSQL; AppendLiteralCall then appends, instead
+// of the call, a statement that raises CodeInvalidToken, so the transaction
+// fails as it would for a malformed token. Bytes are otherwise copied as they
+// are, so values in the client's encoding stay valid for that session.
+func AppendLiteralCall(dst []byte, a CheckArgs) []byte {
+	if hasNUL(a.Token) || hasNUL(a.Resource) || hasNUL(a.TableResource) || hasNUL(a.DefaultResource) {
+		return AppendRaise(dst, CodeInvalidToken, "invalid fencing token or resource: contains a NUL byte")
+	}
+	dst = append(dst, "CALL fence.check("...)
+	dst = appendLiteral(dst, a.Token)
+	dst = append(dst, ", "...)
+	dst = appendLiteral(dst, a.Resource)
+	dst = append(dst, ", "...)
+	dst = appendLiteral(dst, a.TableResource)
+	dst = append(dst, ", "...)
+	dst = appendLiteral(dst, a.DefaultResource)
+	dst = append(dst, ", "...)
+	dst = appendBool(dst, a.RequireToken)
+	dst = append(dst, ", "...)
+	dst = appendBool(dst, a.Advance)
+	return append(dst, ')')
+}
+
+// Params returns a's values as the six text-format parameter values of
+// CheckStatement: the four strings as they are and "true" or "false". No
+// value is nil (nil would be NULL in Bind); absent strings are empty. All
+// six share one new backing array, which the caller owns. A NUL byte in a
+// string makes the server refuse the Bind (SQLSTATE 22021), failing the
+// transaction.
+func Params(a CheckArgs) [][]byte {
+	buf := make([]byte, 0, len(a.Token)+len(a.Resource)+len(a.TableResource)+len(a.DefaultResource)+10)
+	out := make([][]byte, 6)
+	for i, s := range [4]string{a.Token, a.Resource, a.TableResource, a.DefaultResource} {
+		start := len(buf)
+		buf = append(buf, s...)
+		out[i] = buf[start:len(buf):len(buf)]
+	}
+	start := len(buf)
+	buf = appendBool(buf, a.RequireToken)
+	out[4] = buf[start:len(buf):len(buf)]
+	start = len(buf)
+	buf = appendBool(buf, a.Advance)
+	out[5] = buf[start:len(buf):len(buf)]
+	return out
+}
+
+// AppendRaise appends to dst a statement that makes the server raise an
+// error with SQLSTATE sqlstate and message in the current transaction, which
+// then fails exactly as for any failed statement:
+//
+//	DO $fence$BEGIN RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = '…'; END$fence$
+//
+// sqlstate must be five characters of [0-9A-Z]; otherwise the server raises
+// its own error about the code (still an error). NUL bytes in message are
+// replaced by U+FFFD. No semicolon is appended.
+func AppendRaise(dst []byte, sqlstate, message string) []byte {
+	if hasNUL(message) {
+		message = strings.ReplaceAll(message, "\x00", "\uFFFD")
+	}
+	if hasNUL(sqlstate) {
+		sqlstate = strings.ReplaceAll(sqlstate, "\x00", "")
+	}
+	body := make([]byte, 0, len(message)+80)
+	body = append(body, "BEGIN RAISE EXCEPTION USING ERRCODE = "...)
+	body = appendLiteral(body, sqlstate)
+	body = append(body, ", MESSAGE = "...)
+	body = appendLiteral(body, message)
+	body = append(body, "; END"...)
+	dst = append(dst, "DO "...)
+	return appendDollarQuoted(dst, string(body), "fence")
+}
+
+func appendBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, "true"...)
+	}
+	return append(dst, "false"...)
+}
+
+func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }

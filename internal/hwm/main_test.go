@@ -1,0 +1,119 @@
+package hwm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
+
+// session adapts a pgx connection to hwm.Querier, as cmd/fenceproxy does.
+type session struct{ c *pgx.Conn }
+
+func (s session) Exec(ctx context.Context, sql string, args ...any) error {
+	_, err := s.c.Exec(ctx, sql, args...)
+	return err
+}
+
+func (s session) QueryRow(ctx context.Context, sql string, args ...any) hwm.Row {
+	return s.c.QueryRow(ctx, sql, args...)
+}
+
+var dbSeq atomic.Int64
+
+// testDB is a fresh database of the package's cluster.
+type testDB struct {
+	pg   *pgcluster.Cluster
+	name string
+}
+
+// newDB creates an empty database for t.
+func newDB(t testing.TB) testDB {
+	t.Helper()
+	pg := harness.Postgres(t)
+	name := fmt.Sprintf("hwm_%d", dbSeq.Add(1))
+	if err := harness.Exec(t.Context(), pg.DSN(pgcluster.Superuser, "postgres"), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return testDB{pg: pg, name: name}
+}
+
+// newStore creates a database with the fence store installed by the superuser.
+func newStore(t testing.TB) testDB {
+	t.Helper()
+	db := newDB(t)
+	if _, err := hwm.Migrate(t.Context(), session{db.connect(t, pgcluster.Superuser)}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// connect opens a connection as user, closed when t ends.
+func (db testDB) connect(t testing.TB, user string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), db.pg.DSN(user, db.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// super is a superuser connection.
+func (db testDB) super(t testing.TB) *pgx.Conn { return db.connect(t, pgcluster.Superuser) }
+
+// mark returns the token of resource, 0 when it has none.
+func mark(t *testing.T, c *pgx.Conn, resource string) int64 {
+	t.Helper()
+	var tok int64
+	err := c.QueryRow(t.Context(), "SELECT COALESCE((SELECT token FROM fence.hwm WHERE resource = $1), 0)", resource).Scan(&tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// setMark sets resource's mark directly.
+func setMark(t *testing.T, c *pgx.Conn, resource string, token int64) {
+	t.Helper()
+	if _, err := hwm.Set(t.Context(), session{c}, resource, token); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pgErr returns err's SQLSTATE and message; "" and "" for nil.
+func pgErr(t *testing.T, err error) (code, msg string) {
+	t.Helper()
+	if err == nil {
+		return "", ""
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		t.Fatalf("not a server error: %v", err)
+	}
+	return pe.Code, pe.Message
+}
+
+// call runs fence.check with a through the extended protocol, exactly as the
+// proxy binds it.
+func call(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
+	p := hwm.Params(a)
+	rr := c.PgConn().ExecParams(ctx, hwm.CheckStatement, p, nil, nil, nil).Read()
+	return rr.Err
+}
+
+// callLiteral runs fence.check with a through the simple protocol.
+func callLiteral(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
+	_, err := c.PgConn().Exec(ctx, string(hwm.AppendLiteralCall(nil, a))).ReadAll()
+	return err
+}

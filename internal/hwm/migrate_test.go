@@ -1,0 +1,181 @@
+package hwm_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+)
+
+func TestMigrateTwice(t *testing.T) {
+	db := newDB(t)
+	q := session{db.super(t)}
+	ctx := t.Context()
+
+	st, err := hwm.Status(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.OK() || st.Version != 0 || st.String() != "fence schema version 0: not installed: run fenceproxy migrate" {
+		t.Errorf("before: %+v %q", st, st)
+	}
+
+	res, err := hwm.Migrate(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (hwm.MigrateResult{From: 0, To: hwm.LatestVersion}); res != want || !res.Changed() {
+		t.Errorf("first = %+v, want %+v", res, want)
+	}
+	if got, want := res.String(), "installed fence schema version 1"; got != want {
+		t.Errorf("first says %q, want %q", got, want)
+	}
+
+	res, err = hwm.Migrate(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changed() || res.String() != "fence schema already at version 1" {
+		t.Errorf("second = %+v %q, want a no-op", res, res)
+	}
+
+	st, err = hwm.Status(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.OK() || st.Version != 1 || st.Latest != 1 || st.String() != "fence schema version 1: ok" {
+		t.Errorf("after: %+v %q", st, st)
+	}
+	var n int
+	if err := db.super(t).QueryRow(ctx, "SELECT count(*) FROM fence.schema_version").Scan(&n); err != nil || n != 1 {
+		t.Errorf("schema_version rows = %d, %v; want 1", n, err)
+	}
+}
+
+func TestMigrateConcurrent(t *testing.T) {
+	db := newDB(t)
+	const n = 4
+	qs := make([]session, n)
+	for i := range qs {
+		qs[i] = session{db.super(t)}
+	}
+	results := make([]hwm.MigrateResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range qs {
+		wg.Go(func() { results[i], errs[i] = hwm.Migrate(t.Context(), qs[i]) })
+	}
+	wg.Wait()
+	installed := 0
+	for i := range results {
+		if errs[i] != nil {
+			t.Fatalf("migrate %d: %v", i, errs[i])
+		}
+		if results[i].To != hwm.LatestVersion {
+			t.Errorf("migrate %d: %+v", i, results[i])
+		}
+		if results[i].Changed() {
+			installed++
+		}
+	}
+	if installed != 1 {
+		t.Errorf("%d runs installed the schema, want 1: %+v", installed, results)
+	}
+}
+
+func TestMigrateRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup string
+		want  string
+	}{
+		{name: "foreign schema", setup: "CREATE SCHEMA fence",
+			want: "schema fence exists but has no fence.schema_version"},
+		{name: "newer version", setup: "INSERT INTO fence.schema_version (version, name) VALUES (99, 'future')",
+			want: "fence schema is at version 99, newer than this fenceproxy (1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var db testDB
+			if strings.HasPrefix(tt.setup, "INSERT") {
+				db = newStore(t)
+			} else {
+				db = newDB(t)
+			}
+			c := db.super(t)
+			if _, err := c.Exec(t.Context(), tt.setup); err != nil {
+				t.Fatal(err)
+			}
+			_, err := hwm.Migrate(t.Context(), session{c})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to say %q", err, tt.want)
+			}
+			st, err := hwm.Status(t.Context(), session{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.OK() {
+				t.Errorf("status OK for a refused store: %+v", st)
+			}
+			// The failed migration left the session usable, outside a transaction.
+			if s := c.PgConn().TxStatus(); s != 'I' {
+				t.Errorf("session after failed migrate: transaction status %c, want I", s)
+			}
+		})
+	}
+}
+
+func TestStatusProblems(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup []string
+		want  string
+	}{
+		{name: "procedure missing", setup: []string{"DROP PROCEDURE fence.check"},
+			want: "fence schema version 1: procedure fence.check(text, text, text, text, boolean, boolean) is missing"},
+		{name: "table missing", setup: []string{"DROP TABLE fence.hwm"},
+			want: "fence schema version 1: table fence.hwm is missing"},
+		{name: "not security definer", setup: []string{"ALTER PROCEDURE fence.check SECURITY INVOKER"},
+			want: "fence schema version 1: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
+		{name: "search_path reset", setup: []string{"ALTER PROCEDURE fence.check RESET search_path"},
+			want: "fence schema version 1: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
+		{name: "body changed", setup: []string{"CREATE OR REPLACE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text, p_default_resource text, p_require_token boolean, p_advance boolean) LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$BEGIN END$$"},
+			want: "fence schema version 1: procedure fence.check differs from version 1's: run fenceproxy migrate on a fresh schema or restore it"},
+		{name: "writable", setup: []string{"CREATE ROLE status_w", "GRANT INSERT, UPDATE ON fence.hwm TO status_w, PUBLIC"},
+			want: "fence schema version 1: roles other than the owner may write fence.hwm: PUBLIC, status_w"},
+		{name: "schema creatable", setup: []string{"GRANT CREATE ON SCHEMA fence TO PUBLIC"},
+			want: "fence schema version 1: roles other than the owner may create objects in schema fence: PUBLIC"},
+		{name: "old version", setup: []string{"DELETE FROM fence.schema_version"},
+			want: "fence schema version 0: schema fence exists but has no fence.schema_version: not made by fenceproxy migrate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := newStore(t)
+			c := db.super(t)
+			for _, s := range tt.setup {
+				if _, err := c.Exec(t.Context(), s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := hwm.Status(t.Context(), session{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.OK() || st.String() != tt.want {
+				t.Errorf("status %q\nwant %q", st, tt.want)
+			}
+		})
+	}
+	t.Run("not accessible", func(t *testing.T) {
+		db := newStore(t)
+		if _, err := db.super(t).Exec(t.Context(), "REVOKE ALL ON fence.schema_version FROM PUBLIC; CREATE ROLE status_r LOGIN"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := hwm.Status(t.Context(), session{db.connect(t, "status_r")})
+		if !errors.Is(err, hwm.ErrNotInstalled) {
+			t.Errorf("err = %v, want ErrNotInstalled", err)
+		}
+	})
+}

@@ -1,0 +1,142 @@
+package hwm
+
+// A migration brings the fence schema from Version-1 to Version. Its
+// statements run in order, in one transaction, after the advisory lock.
+// Migrations are never edited once released: an upgrade is a new entry.
+// Routines must be changed with CREATE OR REPLACE, which keeps the grants an
+// operator may have narrowed (see docs/fence-store.md).
+type migration struct {
+	Version    int
+	Name       string
+	Statements []string
+}
+
+// migrations is the ordered history of the fence schema; the last entry is
+// the version this binary installs.
+var migrations = []migration{
+	{Version: 1, Name: "high-water marks and fence.check", Statements: []string{
+		`CREATE SCHEMA fence`,
+		// Schemas get no PUBLIC privileges by default; say so anyway, then
+		// let everyone resolve names in it but create nothing.
+		`REVOKE ALL ON SCHEMA fence FROM PUBLIC`,
+		`GRANT USAGE ON SCHEMA fence TO PUBLIC`,
+		`CREATE TABLE fence.schema_version (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+			applied_by name NOT NULL DEFAULT CURRENT_USER
+		)`,
+		`CREATE TABLE fence.hwm (
+			resource   text PRIMARY KEY,
+			token      bigint NOT NULL CHECK (token > 0),
+			updated_at timestamptz NOT NULL
+		)`,
+		`CREATE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text,
+			p_default_resource text, p_require_token boolean, p_advance boolean)
+		LANGUAGE plpgsql
+		SECURITY DEFINER
+		SET search_path = pg_catalog, pg_temp
+		AS $check$` + checkBodyV1 + `$check$`,
+		revokeStrangers,
+		`REVOKE ALL ON TABLE fence.schema_version, fence.hwm FROM PUBLIC`,
+		`GRANT SELECT ON TABLE fence.schema_version, fence.hwm TO PUBLIC`,
+		`REVOKE ALL ON PROCEDURE ` + checkSignature + ` FROM PUBLIC`,
+		`GRANT EXECUTE ON PROCEDURE ` + checkSignature + ` TO PUBLIC`,
+	}},
+}
+
+// checkSignature names the procedure with its argument types.
+const checkSignature = "fence.check(text, text, text, text, boolean, boolean)"
+
+// checkBodyV1 is fence.check's body. Everything is schema-qualified; the
+// operators (=, <, ~ …) resolve through the pinned search_path, where
+// pg_catalog comes first and pg_temp, last, is never searched for operators.
+//
+// Advance: INSERT … ON CONFLICT DO UPDATE … WHERE mark <= token takes the
+// row lock on the newest version of the row, waiting for a concurrent holder
+// to finish, then evaluates the WHERE on what that holder committed (READ
+// COMMITTED; under REPEATABLE READ and SERIALIZABLE the wait ends in a
+// serialization failure instead). No row returned means the mark is higher.
+// The lock is held to commit, which serializes holders of one resource.
+//
+// Check only (read-only transaction, or p_advance false): a plain SELECT; FOR
+// SHARE is not allowed in read-only transactions.
+const checkBodyV1 = `
+DECLARE
+	v_text     text := COALESCE(NULLIF(p_token, ''), NULLIF(pg_catalog.current_setting('lock.fencing_token', true), ''));
+	v_resource text := COALESCE(NULLIF(p_resource, ''), NULLIF(pg_catalog.current_setting('lock.resource', true), ''),
+	                            NULLIF(p_table_resource, ''), NULLIF(p_default_resource, ''));
+	v_token    bigint;
+	v_mark     bigint;
+BEGIN
+	IF v_text IS NULL THEN
+		IF p_require_token THEN
+			RAISE EXCEPTION USING ERRCODE = '55Z02',
+				MESSAGE = pg_catalog.format('fencing token required: resource "%s" is protected and this transaction carries no fencing token',
+					COALESCE(NULLIF(p_table_resource, ''), v_resource)),
+				HINT = 'Set lock.fencing_token, or add fencing_token= to the statement''s comment.';
+		END IF;
+		RETURN;
+	END IF;
+
+	-- Decimal digits only (no sign, no blanks), 1 .. 2^63-1. Nested IFs: SQL
+	-- does not promise to short-circuit OR, and the casts fail on junk.
+	IF v_text ~ '^[0-9]+$' AND pg_catalog.length(pg_catalog.ltrim(v_text, '0')) BETWEEN 1 AND 19 THEN
+		IF v_text::pg_catalog.numeric <= 9223372036854775807 THEN
+			v_token := v_text::pg_catalog.int8;
+		END IF;
+	END IF;
+	IF v_token IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '22023',
+			MESSAGE = pg_catalog.format('invalid fencing token "%s": must be a positive 64-bit integer', v_text);
+	END IF;
+
+	IF v_resource IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '22023',
+			MESSAGE = pg_catalog.format('fencing token %s has no resource: set lock.resource, add resource= to the comment, map the table in the config, or set default_resource', v_token);
+	END IF;
+
+	IF p_advance AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+		INSERT INTO fence.hwm AS h (resource, token, updated_at)
+			VALUES (v_resource, v_token, pg_catalog.now())
+			ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
+			WHERE h.token <= excluded.token
+			RETURNING h.token INTO v_mark;
+		IF FOUND THEN
+			RETURN;
+		END IF;
+	END IF;
+
+	SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource;
+	IF v_mark > v_token THEN
+		RAISE EXCEPTION USING ERRCODE = '55Z01',
+			MESSAGE = pg_catalog.format('stale fencing token %s for resource "%s": high-water mark is %s', v_token, v_resource, v_mark),
+			HINT = 'A holder with a higher token has used this resource since; this holder has lost its lock and must stop.';
+	END IF;
+END
+`
+
+// revokeStrangers removes every privilege that a role other than the owner
+// holds on the fence objects, e.g. through ALTER DEFAULT PRIVILEGES of the
+// migrating role; the explicit grants follow it.
+const revokeStrangers = `DO $revoke$
+DECLARE
+	r record;
+BEGIN
+	FOR r IN
+		SELECT DISTINCT 'TABLE ' || c.oid::pg_catalog.regclass::text AS obj, a.grantee
+		FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+		WHERE c.relnamespace = 'fence'::pg_catalog.regnamespace AND a.grantee <> c.relowner AND a.grantee <> 0
+		UNION
+		SELECT DISTINCT 'PROCEDURE ' || p.oid::pg_catalog.regprocedure::text, a.grantee
+		FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+		WHERE p.pronamespace = 'fence'::pg_catalog.regnamespace AND a.grantee <> p.proowner AND a.grantee <> 0
+		UNION
+		SELECT DISTINCT 'SCHEMA fence', a.grantee
+		FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
+		WHERE n.nspname = 'fence' AND a.grantee <> n.nspowner AND a.grantee <> 0
+	LOOP
+		EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', r.obj, r.grantee::pg_catalog.regrole);
+	END LOOP;
+END
+$revoke$`

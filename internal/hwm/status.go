@@ -1,0 +1,132 @@
+package hwm
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// State describes the fence store of one database, as Status found it.
+type State struct {
+	Version  int      // installed schema version; 0: not installed
+	Latest   int      // LatestVersion of this binary
+	Problems []string // what is missing or unsafe, one sentence each; empty when OK
+}
+
+// OK reports whether the store is installed at Latest with nothing amiss.
+func (s State) OK() bool { return len(s.Problems) == 0 }
+
+// String is one line for a log: "fence schema version 1: ok" or the problems
+// joined by "; ".
+func (s State) String() string {
+	if s.OK() {
+		return "fence schema version " + strconv.Itoa(s.Version) + ": ok"
+	}
+	return "fence schema version " + strconv.Itoa(s.Version) + ": " + strings.Join(s.Problems, "; ")
+}
+
+// Status inspects the fence store through q without changing anything: the
+// installed version against LatestVersion, the presence of schema, table and
+// procedure, fence.check's SECURITY DEFINER and search_path and body, and
+// roles other than the owner that could write fence.hwm or create in schema
+// fence (the owner and superusers always can), and whether the connected
+// role may execute fence.check. The proxy's admin_dsn
+// start-up check logs State.String. An error means q could not be asked.
+func Status(ctx context.Context, q Querier) (State, error) {
+	st, err := readState(ctx, q, "status")
+	if err != nil {
+		return State{}, err
+	}
+	s := State{Version: st.version, Latest: LatestVersion}
+	add := func(format string, args ...any) { s.Problems = append(s.Problems, fmt.Sprintf(format, args...)) }
+	switch {
+	case st.version == 0 && !st.schema:
+		add("not installed: run fenceproxy migrate")
+		return s, nil
+	case st.version == 0:
+		add("schema fence exists but has no fence.schema_version: not made by fenceproxy migrate")
+	case st.version < LatestVersion:
+		add("version %d is older than %d: run fenceproxy migrate", st.version, LatestVersion)
+	case st.version > LatestVersion:
+		add("version %d is newer than this fenceproxy (%d)", st.version, LatestVersion)
+	}
+	if !st.table {
+		add("table fence.hwm is missing")
+	}
+	switch {
+	case !st.proc:
+		add("procedure %s is missing", checkSignature)
+	case !st.procSafe:
+		add("procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp")
+	case st.version == LatestVersion && st.procBody != checkBodyV1:
+		add("procedure fence.check differs from version %d's: run fenceproxy migrate on a fresh schema or restore it", st.version)
+	}
+	if st.proc && !st.canExecute {
+		add("role %s may not execute fence.check", st.user)
+	}
+	if st.writers != "" {
+		add("roles other than the owner may write fence.hwm: %s", st.writers)
+	}
+	if st.creators != "" {
+		add("roles other than the owner may create objects in schema fence: %s", st.creators)
+	}
+	return s, nil
+}
+
+// rawState is what the catalogs say about the fence store.
+type rawState struct {
+	version    int
+	schema     bool   // schema fence exists
+	table      bool   // fence.hwm exists
+	proc       bool   // fence.check(…) exists
+	procSafe   bool   // … SECURITY DEFINER with the pinned search_path
+	procBody   string // its source
+	user       string // the connected role
+	canExecute bool   // … which may execute fence.check
+	writers    string // non-owner roles with more than SELECT on fence.hwm
+	creators   string // non-owner roles with CREATE on schema fence
+}
+
+const stateQuery = `SELECT
+	pg_catalog.to_regnamespace('fence') IS NOT NULL,
+	pg_catalog.to_regclass('fence.schema_version') IS NOT NULL,
+	pg_catalog.to_regclass('fence.hwm') IS NOT NULL,
+	p.oid IS NOT NULL,
+	COALESCE(p.prosecdef AND p.proconfig = ARRAY['search_path=pg_catalog, pg_temp'], false),
+	COALESCE(p.prosrc, ''),
+	CURRENT_USER::text,
+	COALESCE(pg_catalog.has_function_privilege(p.oid, 'EXECUTE'), false),
+	COALESCE((SELECT pg_catalog.string_agg(g.who, ', ' ORDER BY g.who) FROM (
+		SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::text END AS who
+		FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+		WHERE c.oid = pg_catalog.to_regclass('fence.hwm') AND a.grantee <> c.relowner AND a.privilege_type <> 'SELECT') AS g), ''),
+	COALESCE((SELECT pg_catalog.string_agg(g.who, ', ' ORDER BY g.who) FROM (
+		SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::text END AS who
+		FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
+		WHERE n.nspname = 'fence' AND a.grantee <> n.nspowner AND a.privilege_type = 'CREATE') AS g), '')
+FROM (SELECT) AS one
+LEFT JOIN pg_catalog.pg_proc AS p ON p.oid = pg_catalog.to_regprocedure('fence.check(text, text, text, text, boolean, boolean)')`
+
+// readState reads rawState through q; op names the caller in errors.
+func readState(ctx context.Context, q Querier, op string) (rawState, error) {
+	var st rawState
+	var hasVersions bool
+	err := q.QueryRow(ctx, stateQuery).Scan(&st.schema, &hasVersions, &st.table, &st.proc,
+		&st.procSafe, &st.procBody, &st.user, &st.canExecute, &st.writers, &st.creators)
+	if err != nil {
+		// E.g. 42501 when the role lacks USAGE on schema fence: to_regclass
+		// checks it even though it is told not to fail on missing names.
+		return rawState{}, wrapErr(op+": read catalogs", err)
+	}
+	if !hasVersions {
+		return st, nil
+	}
+	var v int64
+	err = q.QueryRow(ctx, "SELECT COALESCE(pg_catalog.max(version), 0)::int8 FROM fence.schema_version").Scan(&v)
+	if err != nil {
+		return rawState{}, wrapErr(op+": read fence.schema_version", err)
+	}
+	st.version = int(v)
+	return st, nil
+}
