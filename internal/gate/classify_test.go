@@ -472,8 +472,21 @@ func TestParseErrorPosition(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("err = %v", err)
 	}
-	if pe.Position != 15 || !strings.Contains(pe.Message, "syntax error") || pe.Unwrap() == nil {
+	if pe.Position != 15 || !pe.Syntax || !strings.Contains(pe.Message, "syntax error") || pe.Unwrap() == nil {
 		t.Errorf("ParseError = %+v", pe)
+	}
+}
+
+func TestParseErrorTooDeep(t *testing.T) {
+	// Valid SQL whose tree is deeper than protobuf decoding allows: not a
+	// syntax error, and the caller must not treat it as one.
+	_, err := Analyze("SELECT 1" + strings.Repeat(" + 1", 20000))
+	var pe *ParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("err = %v, want *ParseError", err)
+	}
+	if pe.Syntax {
+		t.Errorf("ParseError.Syntax = true for a valid but deep query: %v", pe)
 	}
 }
 

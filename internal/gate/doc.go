@@ -52,8 +52,10 @@
 //     SQLSTATE 22023.
 //   - *DirectiveError: a malformed or conflicting resource directive;
 //     SQLSTATE 22023.
-//   - *ParseError: text PostgreSQL's parser rejects; no SQLSTATE of its own
-//     (the server would reject the same text with its syntax error).
+//   - *ParseError: text that could not be analysed; no SQLSTATE of its own.
+//     With Syntax set, PostgreSQL's parser rejected it and the server will
+//     reject it too; without, the text may be valid (a tree nested too
+//     deeply to decode) and must not be forwarded unchecked.
 //
 // Both SQLSTATE-carrying errors have a SQLState() string method, so callers
 // can ask through a one-method interface instead of switching on types.

@@ -49,13 +49,19 @@ func (e *DirectiveError) Error() string {
 // SQLState returns "22023" (invalid_parameter_value).
 func (e *DirectiveError) SQLState() string { return SQLStateInvalidParameterValue }
 
-// ParseError reports query text that PostgreSQL's parser (or scanner)
-// rejects. The server would reject the same text, so the proxy may forward
-// it unfenced and let the server's own syntax error reach the client, or
-// refuse it; that is the caller's decision. It carries no SQLSTATE.
+// ParseError reports query text that could not be analysed. When Syntax is
+// set, PostgreSQL's own parser (or scanner) rejected it and the server will
+// reject the same text, so the proxy may forward it and let the server's
+// syntax error reach the client, or refuse it; that is the caller's
+// decision. When Syntax is false the text may well be valid SQL that the
+// analysis could not take apart (a parse tree nested deeper than protobuf's
+// decoding limit of 10000 levels, e.g. "1+1+…+1" with ten thousand terms;
+// a NUL byte), and forwarding it unchecked would skip fencing. It carries no
+// SQLSTATE.
 type ParseError struct {
 	Message  string // the parser's message, e.g. `syntax error at or near "FORM"`
 	Position int    // 1-based character position of the error; 0 when unknown
+	Syntax   bool   // PostgreSQL's parser rejected the text
 	err      error
 }
 
@@ -64,6 +70,7 @@ func newParseError(err error) *ParseError {
 	var perr *parser.Error
 	if errors.As(err, &perr) {
 		pe.Position = perr.Cursorpos
+		pe.Syntax = true
 	}
 	return pe
 }
