@@ -90,8 +90,12 @@ func mayHaveDirectives(sql string) bool {
 // containsFold reports whether s contains the lower-case ASCII word sub,
 // ignoring ASCII case, without allocating.
 func containsFold(s, sub string) bool {
+	if sub == "" {
+		return true
+	}
+	first, upper := sub[0], sub[0]-'a'+'A'
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+		if (s[i] == first || s[i] == upper) && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}

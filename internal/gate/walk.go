@@ -52,13 +52,16 @@ func (w *walker) children(m protoreflect.Message) {
 		switch {
 		case fd.IsList() && fd.Message() != nil:
 			l := v.List()
-			w.nameList(l)
+			w.nameListField(fd.Name(), l)
 			for i := 0; i < l.Len(); i++ {
 				w.walk(l.Get(i).Message())
 			}
 		case fd.IsMap():
 			// pg_query's tree has no maps.
 		case fd.Message() != nil:
+			if fd.Name() == "object" {
+				w.qualifiedName(asNode(v.Message()).GetList().GetItems())
+			}
 			w.walk(v.Message())
 		case fd.Kind() == protoreflect.StringKind:
 			// CreateSchemaStmt.schemaname, AlterObjectSchemaStmt.newschema,
@@ -71,27 +74,61 @@ func (w *walker) children(m protoreflect.Message) {
 	})
 }
 
-// nameList flags a qualified name (a list of two or more String nodes, as in
-// funcname, TypeName.names or DROP's object names) whose schema part is
-// fence. A bare single name is not a schema except under schemaObj.
-func (w *walker) nameList(l protoreflect.List) {
-	n := l.Len()
-	if n < 2 {
+// qualifiedNameFields are the repeated fields of pg_query's tree that hold a
+// qualified object name as String nodes ([schema,] name), or a list of such
+// names as List nodes. Other String lists (column lists, USING (…), enum
+// labels, aliases) hold bare names that are never schemas.
+var qualifiedNameFields = map[protoreflect.Name]bool{
+	"funcname": true, "names": true, "type_name": true, "objname": true,
+	"defnames": true, "collname": true, "opclass": true, "opclassname": true,
+	"opfamilyname": true, "name": true, "oper_name": true, "handler_name": true,
+	"plhandler": true, "plinline": true, "plvalidator": true, "domainname": true,
+	"dictname": true, "cfgname": true, "dicts": true, "conversion_name": true,
+	"func_name": true, "order_family": true, "exclude_op_names": true,
+	"objects": true, // DROP, GRANT, …: one List node per qualified name
+}
+
+// nameListField checks a repeated field that may hold qualified names.
+func (w *walker) nameListField(field protoreflect.Name, l protoreflect.List) {
+	if !qualifiedNameFields[field] {
 		return
 	}
-	for i := 0; i < n-1; i++ {
-		node, ok := l.Get(i).Message().Interface().(*pg_query.Node)
-		if !ok {
+	items := make([]*pg_query.Node, 0, l.Len())
+	for i := 0; i < l.Len(); i++ {
+		n := asNode(l.Get(i).Message())
+		if sub := n.GetList(); sub != nil {
+			w.qualifiedName(sub.Items)
+		}
+		items = append(items, n)
+	}
+	if field != "objects" { // there, bare Strings are separate names
+		w.qualifiedName(items)
+	}
+}
+
+// qualifiedName flags a qualified name (two or more String nodes, as in
+// funcname, TypeName.names or DROP's object names) whose schema part is
+// fence. A bare single name is not a schema except under schemaObj.
+func (w *walker) qualifiedName(items []*pg_query.Node) {
+	if len(items) < 2 {
+		return
+	}
+	for _, it := range items {
+		if it.GetString_() == nil {
 			return
 		}
-		s := node.GetString_()
-		if s == nil {
-			return
-		}
-		if s.Sval == fenceSchema {
+	}
+	for _, it := range items[:len(items)-1] {
+		if it.GetString_().Sval == fenceSchema {
 			w.fenceOther = true
 		}
 	}
+}
+
+// asNode returns m as a *pg_query.Node, or nil when it is another message.
+func asNode(m protoreflect.Message) *pg_query.Node {
+	n, _ := m.Interface().(*pg_query.Node)
+	return n
 }
 
 // enter records what node m says and reports whether walk should descend
@@ -133,6 +170,11 @@ func (w *walker) enter(m protoreflect.ProtoMessage) bool {
 	case *pg_query.CreateSchemaStmt:
 		// CREATE SCHEMA AUTHORIZATION fence names the schema after the role.
 		if n.Schemaname == "" && n.GetAuthrole().GetRolename() == fenceSchema {
+			w.fenceOther = true
+		}
+	case *pg_query.DefElem:
+		// CREATE EXTENSION … SCHEMA fence, ALTER EXTENSION … (options).
+		if strings.Contains(n.Defname, "schema") && n.Arg.GetString_().GetSval() == fenceSchema {
 			w.fenceOther = true
 		}
 	case *pg_query.LockingClause:
