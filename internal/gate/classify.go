@@ -88,10 +88,12 @@ type Statement struct {
 	// SetsFenceSetting is set when the statement may change
 	// lock.fencing_token or lock.resource: SET [LOCAL] or RESET of either
 	// (names compared case-insensitively, as PostgreSQL does), RESET ALL,
-	// DISCARD ALL, a DO block (its body is opaque), or any call of
-	// set_config anywhere in the tree whose first argument is not a constant
-	// naming some other parameter. Functions and procedures that set them
-	// internally are not visible.
+	// DISCARD ALL, a DO block (its body is opaque), SQL-level EXECUTE (the
+	// prepared statement is not visible), or any call of set_config anywhere
+	// in the tree that runs now (not in a function body or a PREPAREd
+	// statement) whose first argument is not a constant naming some other
+	// parameter. Functions and procedures that set them internally are not
+	// visible.
 	SetsFenceSetting bool
 
 	// Local is set for SET LOCAL (and RESET is never local).
@@ -214,6 +216,11 @@ func classify(n *pg_query.Node) Statement {
 	st.Writes = dedupe(append(w.writes, ddlWrites(n)...))
 	st.SetsFenceSetting = st.SetsFenceSetting || w.setsFence
 	st.TouchesFence = st.TouchesFence || w.fenceOther || touchesFenceRels(&w, st.Kind == Read && n.GetLockStmt() == nil)
+	if st.Prepared != nil {
+		// PREPARE runs nothing: judge the prepared statement on its own, so
+		// that preparing a plain read of fence.hwm is as fine as running it.
+		st.TouchesFence = st.Prepared.TouchesFence
+	}
 	return st
 }
 
@@ -269,7 +276,10 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		}
 		return Other
 	case *pg_query.Node_ExecuteStmt:
+		// The prepared statement is not visible here: it may write, and it
+		// may call set_config.
 		st.Name = s.ExecuteStmt.Name
+		st.SetsFenceSetting = true
 		return Write
 	case *pg_query.Node_DeallocateStmt:
 		st.Name = s.DeallocateStmt.Name

@@ -133,7 +133,7 @@ func TestAnalyzeStatement(t *testing.T) {
 		// Write: opaque
 		{"call", "CALL p(1)", Write, "", 0, ""},
 		{"do", "DO $$ BEGIN UPDATE t SET a = 1; END $$", Write, "", fSets, ""},
-		{"execute", "EXECUTE p(1, 2)", Write, "", 0, "p"},
+		{"execute", "EXECUTE p(1, 2)", Write, "", fSets, "p"},
 		{"notify", "NOTIFY chan, 'payload'", Write, "", 0, ""},
 
 		// Setting
@@ -170,6 +170,10 @@ func TestAnalyzeStatement(t *testing.T) {
 		{"set_config expression name", "SELECT set_config('lock.' || 'resource', 'r', false)", Read, "", fSets, ""},
 		{"set_config in where", "SELECT 1 FROM t WHERE set_config('lock.resource', t.r, true) IS NOT NULL", Read, "", fSets, ""},
 		{"set_config in update", "UPDATE t SET a = set_config('lock.fencing_token', '3', false)", Write, "t", fSets, ""},
+		{"set_config in prepare", "PREPARE p AS SELECT set_config('lock.resource', $1, false)", Other, "", 0, "p"},
+		{"set_config in function body", "CREATE FUNCTION f() RETURNS text BEGIN ATOMIC SELECT set_config('lock.resource', 'x', false); END", Write, "", 0, ""},
+		{"set_config under explain", "EXPLAIN SELECT set_config('lock.resource', 'x', false)", Read, "", 0, ""},
+		{"set_config under explain analyze", "EXPLAIN ANALYZE SELECT set_config('lock.resource', 'x', false)", Read, "", fSets, ""},
 		{"set_config in subquery", "SELECT (SELECT set_config(name, 'x', false) FROM pg_settings LIMIT 1)", Read, "", fSets, ""},
 
 		// Transaction control
@@ -300,6 +304,8 @@ func TestAnalyzeTouchesFence(t *testing.T) {
 		{"insert reading fence", "INSERT INTO t SELECT token FROM fence.hwm", true},
 		{"lock", "LOCK TABLE fence.hwm", true},
 		{"prepare write", "PREPARE p AS DELETE FROM fence.hwm", true},
+		{"prepare locking read", "PREPARE p AS SELECT * FROM fence.hwm FOR SHARE", true},
+		{"declare locking read", "DECLARE c CURSOR FOR SELECT * FROM fence.hwm FOR UPDATE", true},
 		{"function body", "CREATE FUNCTION f() RETURNS void BEGIN ATOMIC DELETE FROM fence.hwm; END", true},
 		{"rule action", "CREATE RULE r AS ON INSERT TO t DO ALSO DELETE FROM fence.hwm", true},
 		{"do mentioning fence", "DO $$ BEGIN EXECUTE 'DELETE FROM ' || 'Fence.hwm'; END $$", true},
@@ -312,6 +318,8 @@ func TestAnalyzeTouchesFence(t *testing.T) {
 		{"alter function", "ALTER FUNCTION fence.check_and_advance(text, bigint) SECURITY INVOKER", true},
 
 		{"plain read of hwm", "SELECT * FROM fence.hwm", false},
+		{"prepared plain read of hwm", "PREPARE p AS SELECT token FROM fence.hwm WHERE resource = $1", false},
+		{"cursor over hwm", "DECLARE c CURSOR FOR SELECT * FROM fence.hwm", false},
 		{"read hwm in join", "SELECT t.*, h.token FROM t JOIN fence.hwm h ON h.resource = t.r", false},
 		{"read hwm with qualified columns", "SELECT fence.hwm.token FROM fence.hwm", false},
 		{"string literal fence", "INSERT INTO t VALUES ('fence', 'fence.hwm')", false},

@@ -25,6 +25,9 @@ const (
 	// EXPLAIN ANALYZE of a read; COPY … TO (of a table or a read query);
 	// DECLARE CURSOR, FETCH and MOVE; LOCK TABLE. A SELECT calling a volatile
 	// function is still Read: the parser cannot know what a function does.
+	// Read is about fencing, not PostgreSQL's read-only transactions, which
+	// refuse SELECT … FOR UPDATE and nextval() but allow LOCK, NOTIFY and
+	// ANALYZE.
 	Read
 
 	// Write changes data or schema, or may: INSERT, UPDATE, DELETE, MERGE,

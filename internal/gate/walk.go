@@ -224,11 +224,11 @@ func (w *walker) modifies(rv *pg_query.RangeVar) {
 	}
 }
 
-// funcCall notes set_config calls that may change the fencing settings or
-// the search_path. Calls of fence.* functions are caught by nameList.
+// funcCall notes set_config calls, outside deferred subtrees, that may change
+// the fencing settings or the search_path. Calls of fence.* functions are caught by nameList.
 func (w *walker) funcCall(n *pg_query.FuncCall) {
-	if !strings.EqualFold(lastName(n.Funcname), "set_config") {
-		return
+	if w.deferred > 0 || !strings.EqualFold(lastName(n.Funcname), "set_config") {
+		return // a call in a body or a PREPAREd statement does not run now
 	}
 	if len(n.Args) == 0 {
 		w.setsFence = true
