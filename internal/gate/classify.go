@@ -77,8 +77,9 @@ type Statement struct {
 	// DECLARE or COPY … TO) without FOR UPDATE/SHARE. That covers DML and
 	// DDL on fence objects, fence.* function and type references, DROP/
 	// ALTER/GRANT/COMMENT … SCHEMA fence, CREATE SCHEMA fence, SET SCHEMA
-	// fence, references inside function bodies and PREPAREd statements, a
-	// DO block whose text mentions "fence", and SET search_path or
+	// fence, references inside BEGIN ATOMIC bodies, rules and PREPAREd
+	// statements, a DO block or a string function body whose text mentions
+	// "fence" in any case (even as part of a word), and SET search_path or
 	// set_config('search_path', …) to a value that mentions fence or is not a
 	// constant. Not covered: unqualified names resolved through a search_path
 	// set at startup or in a role's defaults, and what functions do when

@@ -188,7 +188,11 @@ func (w *walker) enter(m protoreflect.ProtoMessage) bool {
 			w.deferredChildren(m)
 			return false
 		}
-	case *pg_query.CreateFunctionStmt, *pg_query.RuleStmt, *pg_query.PrepareStmt:
+	case *pg_query.CreateFunctionStmt:
+		w.functionBody(n)
+		w.deferredChildren(m)
+		return false
+	case *pg_query.RuleStmt, *pg_query.PrepareStmt:
 		w.deferredChildren(m)
 		return false
 	case *pg_query.DropStmt, *pg_query.GrantStmt, *pg_query.AlterOwnerStmt,
@@ -225,7 +229,8 @@ func (w *walker) modifies(rv *pg_query.RangeVar) {
 }
 
 // funcCall notes set_config calls, outside deferred subtrees, that may change
-// the fencing settings or the search_path. Calls of fence.* functions are caught by nameList.
+// the fencing settings or the search_path. Calls of fence.* functions are
+// caught by qualifiedName.
 func (w *walker) funcCall(n *pg_query.FuncCall) {
 	if w.deferred > 0 || !strings.EqualFold(lastName(n.Funcname), "set_config") {
 		return // a call in a body or a PREPAREd statement does not run now
@@ -257,6 +262,23 @@ func (w *walker) doStmt(n *pg_query.DoStmt) {
 	for _, a := range n.Args {
 		if d := a.GetDefElem(); d != nil && d.Defname == "as" {
 			if mentionsFence(d.Arg.GetString_().GetSval()) {
+				w.fenceOther = true
+			}
+		}
+	}
+}
+
+// functionBody treats a function or procedure body given as a string (AS
+// '…', AS $$…$$) like a DO block's: not parsed here, so any mention of fence
+// in it counts. A BEGIN ATOMIC body is parsed and walked like other trees.
+func (w *walker) functionBody(n *pg_query.CreateFunctionStmt) {
+	for _, o := range n.Options {
+		d := o.GetDefElem()
+		if d == nil || d.Defname != "as" {
+			continue
+		}
+		for _, it := range d.Arg.GetList().GetItems() {
+			if mentionsFence(it.GetString_().GetSval()) {
 				w.fenceOther = true
 			}
 		}
