@@ -2,9 +2,12 @@ module github.com/fenceproxy/fenceproxy
 
 go 1.26.8
 
+require github.com/pganalyze/pg_query_go/v6 v6.2.5
+
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	go.yaml.in/yaml/v3 v3.0.6
+	google.golang.org/protobuf v1.33.0
 )
 
 require (

@@ -1,0 +1,393 @@
+package gate
+
+import (
+	"slices"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+)
+
+// TableRef names a table (or other relation) as written in a statement, after
+// PostgreSQL's identifier rules: unquoted names folded to lower case, quoted
+// names exact. Schema is "" when the name is unqualified; resolving it
+// through search_path is the caller's business. A catalog (database) prefix
+// is dropped.
+type TableRef struct {
+	Schema string
+	Name   string
+}
+
+// String returns "schema.name", or "name" when unqualified. It does not
+// quote: it is for matching against configured names and for messages.
+func (t TableRef) String() string {
+	if t.Schema == "" {
+		return t.Name
+	}
+	return t.Schema + "." + t.Name
+}
+
+// Statement is the analysis of one statement of a Query string.
+type Statement struct {
+	Kind Kind
+
+	// Text is this statement's own text: the parser's span for it with
+	// surrounding white space trimmed, without the terminating ';'. It
+	// includes comments that lead the statement.
+	Text string
+
+	// Start and End delimit the statement's span in the query text, in
+	// bytes, as PostgreSQL's parser reports it: Start is 0 or just past the
+	// previous statement's ';', so text injected at Start runs before this
+	// statement and after the previous one.
+	Start, End int
+
+	// Name is the savepoint name (Savepoint, RollbackTo, Release), the
+	// prepared statement name (PREPARE, EXECUTE, DEALLOCATE; "" for
+	// DEALLOCATE ALL), the cursor name (DECLARE, FETCH, MOVE, CLOSE; "" for
+	// CLOSE ALL) or the global transaction id (PREPARE TRANSACTION, COMMIT
+	// PREPARED, ROLLBACK PREPARED). Empty otherwise.
+	Name string
+
+	// ReadOnly is set for BEGIN READ ONLY, START TRANSACTION READ ONLY and
+	// SET TRANSACTION READ ONLY. A transaction can also be read-only through
+	// default_transaction_read_only, which the text does not show; the check
+	// SQL should consult transaction_read_only on the server.
+	ReadOnly bool
+
+	// Chain is set for COMMIT AND CHAIN and ROLLBACK AND CHAIN: a new
+	// transaction block begins at once.
+	Chain bool
+
+	// Writes lists the tables the statement writes, without duplicates, the
+	// statement's own target first: INSERT/UPDATE/DELETE/MERGE targets (also inside a
+	// data-modifying WITH and under EXPLAIN ANALYZE), TRUNCATE, COPY … FROM,
+	// SELECT … INTO and CREATE TABLE/MATERIALIZED VIEW … AS targets, and the
+	// relations of DDL: CREATE TABLE (and its INHERITS/PARTITION OF parents),
+	// ALTER TABLE (and partitions attached or detached), DROP TABLE/VIEW/
+	// MATERIALIZED VIEW/FOREIGN TABLE/SEQUENCE/INDEX, CREATE INDEX/TRIGGER/
+	// RULE/POLICY, ALTER POLICY, RENAME, SET SCHEMA, CLUSTER, REINDEX TABLE,
+	// REFRESH MATERIALIZED VIEW, CREATE VIEW, CREATE/ALTER SEQUENCE, GRANT/
+	// REVOKE on tables. Nil when none. What a function, procedure, DO block or
+	// EXECUTE writes is not visible and not listed.
+	Writes []TableRef
+
+	// TouchesFence is set when the statement may write, lock or alter
+	// anything in schema fence. Conservative: any reference to schema fence
+	// counts except reading fence.hwm in a SELECT (also under EXPLAIN,
+	// DECLARE or COPY … TO) without FOR UPDATE/SHARE. That covers DML and
+	// DDL on fence objects, fence.* function and type references, DROP/
+	// ALTER/GRANT/COMMENT … SCHEMA fence, CREATE SCHEMA fence, SET SCHEMA
+	// fence, references inside BEGIN ATOMIC bodies, rules and PREPAREd
+	// statements, a DO block or a string function body whose text mentions
+	// "fence" in any case (even as part of a word), and SET search_path or
+	// set_config('search_path', …) to a value that mentions fence or is not a
+	// constant. Not covered: unqualified names resolved through a search_path
+	// set at startup or in a role's defaults, and what functions do when
+	// called; privileges on the fence schema are the backstop (internal/hwm).
+	TouchesFence bool
+
+	// SetsFenceSetting is set when the statement may change
+	// lock.fencing_token or lock.resource: SET [LOCAL] or RESET of either
+	// (names compared case-insensitively, as PostgreSQL does), RESET ALL,
+	// DISCARD ALL, a DO block (its body is opaque), SQL-level EXECUTE (the
+	// prepared statement is not visible), or any call of set_config anywhere
+	// in the tree that runs now (not in a function body or a PREPAREd
+	// statement) whose first argument is not a constant naming some other
+	// parameter. Functions and procedures that set them internally are not
+	// visible.
+	SetsFenceSetting bool
+
+	// Local is set for SET LOCAL (and RESET is never local).
+	Local bool
+
+	// CopyFrom is set for COPY … FROM (STDIN, a file or a program).
+	CopyFrom bool
+
+	// Prepared is, for PREPARE name AS statement, the analysis of that
+	// statement (its Text, Start and End are those of the PREPARE; its
+	// Directives are PREPARE's). Nil for every other statement.
+	Prepared *Statement
+
+	// Directives are read from the comments within this statement's span;
+	// for a query of one statement, from comments anywhere in the text. A
+	// comment after the last statement's terminating ';' of a
+	// multi-statement query belongs to no statement's span and applies to
+	// all of them.
+	Directives Directives
+}
+
+// Analysis is the result of analysing one Query string: its statements in
+// order. A string of only white space and comments has no statements (the
+// server answers it with EmptyQueryResponse).
+type Analysis struct {
+	Statements []Statement
+}
+
+// Analyze parses sql, a simple-protocol Query string or an extended-protocol
+// Parse message's text, with PostgreSQL's own parser and classifies each
+// statement in it. It is pure and safe for concurrent use; it parses every
+// time (use an Analyzer to memoize).
+//
+// Errors: *ParseError when PostgreSQL would reject the text as a syntax
+// error (or it contains a NUL byte); *TokenError or *DirectiveError when a
+// statement's comments carry a malformed or conflicting directive (the whole
+// string is then refused: SQLSTATE 22023).
+func Analyze(sql string) (*Analysis, error) {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return nil, &ParseError{Message: "query text contains a NUL byte"}
+	}
+	tree, err := pg_query.Parse(sql)
+	if err != nil {
+		return nil, newParseError(err)
+	}
+	a := &Analysis{Statements: make([]Statement, len(tree.Stmts))}
+	for i, raw := range tree.Stmts {
+		start, end := int(raw.StmtLocation), len(sql)
+		if raw.StmtLen > 0 {
+			end = start + int(raw.StmtLen)
+		}
+		if start < 0 || start > end || end > len(sql) {
+			return nil, &ParseError{Message: "parser returned a statement outside the text"}
+		}
+		st := classify(raw.Stmt)
+		st.Text, st.Start, st.End = strings.TrimSpace(sql[start:end]), start, end
+		if st.Prepared != nil {
+			st.Prepared.Text, st.Prepared.Start, st.Prepared.End = st.Text, start, end
+		}
+		a.Statements[i] = st
+	}
+	if err := a.attachDirectives(sql); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// attachDirectives reads the comments of sql and gives each statement the
+// directives of the comments in its span.
+func (a *Analysis) attachDirectives(sql string) error {
+	if len(a.Statements) == 0 || !mayHaveDirectives(sql) {
+		return nil
+	}
+	comments, err := scanComments(sql)
+	if err != nil {
+		return err
+	}
+	builders := make([]directiveBuilder, len(a.Statements))
+	for _, c := range comments {
+		text := sql[c.start:c.end]
+		owner := a.owner(c)
+		for i := range builders {
+			if owner < 0 || owner == i {
+				if err := builders[i].addComment(text); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for i := range a.Statements {
+		a.Statements[i].Directives = builders[i].d
+		if p := a.Statements[i].Prepared; p != nil {
+			p.Directives = builders[i].d
+		}
+	}
+	return nil
+}
+
+// owner returns the index of the statement whose span holds comment c, or
+// -1 when c belongs to all of them (a single statement, or a comment past the
+// last statement).
+func (a *Analysis) owner(c span) int {
+	if len(a.Statements) == 1 {
+		return -1
+	}
+	for i, st := range a.Statements {
+		if c.start >= st.Start && c.end <= st.End {
+			return i
+		}
+	}
+	return -1
+}
+
+// classify analyses one statement's parse tree.
+func classify(n *pg_query.Node) Statement {
+	var w walker
+	w.walk(n.ProtoReflect())
+	var st Statement
+	st.Kind = classifyRoot(n, &w, &st)
+	st.Writes = dedupe(append(w.writes, ddlWrites(n)...))
+	st.SetsFenceSetting = st.SetsFenceSetting || w.setsFence
+	st.TouchesFence = st.TouchesFence || w.fenceOther || touchesFenceRels(&w, st.Kind == Read && n.GetLockStmt() == nil)
+	if st.Prepared != nil {
+		// PREPARE runs nothing: judge the prepared statement on its own, so
+		// that preparing a plain read of fence.hwm is as fine as running it.
+		st.TouchesFence = st.Prepared.TouchesFence
+	}
+	return st
+}
+
+// touchesFenceRels applies the one exception to "any reference to schema
+// fence counts": reading fence.hwm in a plain read without row locks.
+func touchesFenceRels(w *walker, plainRead bool) bool {
+	for _, r := range w.fenceRels {
+		if r != "hwm" || !plainRead || w.locking || w.anyDML {
+			return true
+		}
+	}
+	return false
+}
+
+// classifyRoot returns the Kind of the statement at the root of a parse tree
+// and fills the fields of st that depend on the statement type.
+func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
+	switch s := n.Node.(type) {
+	case *pg_query.Node_SelectStmt:
+		if s.SelectStmt.IntoClause != nil || w.dml > 0 {
+			return Write
+		}
+		return Read
+	case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt,
+		*pg_query.Node_MergeStmt, *pg_query.Node_TruncateStmt, *pg_query.Node_CreateTableAsStmt:
+		return Write
+	case *pg_query.Node_ExplainStmt:
+		if hasOption(s.ExplainStmt.Options, "analyze") {
+			return classifyRoot(s.ExplainStmt.Query, w, st)
+		}
+		return Read
+	case *pg_query.Node_CopyStmt:
+		return classifyCopy(s.CopyStmt, w, st)
+	case *pg_query.Node_DeclareCursorStmt:
+		st.Name = s.DeclareCursorStmt.Portalname
+		if w.dml > 0 {
+			return Write
+		}
+		return Read
+	case *pg_query.Node_FetchStmt:
+		st.Name = s.FetchStmt.Portalname
+		return Read
+	case *pg_query.Node_LockStmt:
+		return Read
+	case *pg_query.Node_ClosePortalStmt:
+		st.Name = s.ClosePortalStmt.Portalname
+		return Other
+	case *pg_query.Node_PrepareStmt:
+		st.Name = s.PrepareStmt.Name
+		if s.PrepareStmt.Query != nil {
+			p := classify(s.PrepareStmt.Query)
+			st.Prepared = &p
+		}
+		return Other
+	case *pg_query.Node_ExecuteStmt:
+		// The prepared statement is not visible here: it may write, and it
+		// may call set_config.
+		st.Name = s.ExecuteStmt.Name
+		st.SetsFenceSetting = true
+		return Write
+	case *pg_query.Node_DeallocateStmt:
+		st.Name = s.DeallocateStmt.Name
+		return Other
+	case *pg_query.Node_ListenStmt, *pg_query.Node_UnlistenStmt,
+		*pg_query.Node_CheckPointStmt, *pg_query.Node_LoadStmt:
+		return Other
+	case *pg_query.Node_VariableSetStmt:
+		classifySet(s.VariableSetStmt, st)
+		return Setting
+	case *pg_query.Node_VariableShowStmt, *pg_query.Node_ConstraintsSetStmt:
+		return Setting
+	case *pg_query.Node_DiscardStmt:
+		if s.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL {
+			st.SetsFenceSetting = true
+			return DiscardAll
+		}
+		return Setting
+	case *pg_query.Node_TransactionStmt:
+		return classifyTransaction(s.TransactionStmt, st)
+	}
+	if noTxnBlock(n) {
+		return NoTxnBlock
+	}
+	return Write
+}
+
+// classifyCopy handles COPY: FROM writes the table; TO reads it, or runs its
+// query, which may be a data-modifying statement with RETURNING.
+func classifyCopy(c *pg_query.CopyStmt, w *walker, st *Statement) Kind {
+	if c.IsFrom {
+		st.CopyFrom = true
+		return Write
+	}
+	if w.dml > 0 {
+		return Write
+	}
+	return Read
+}
+
+// classifySet handles SET, SET LOCAL, RESET, RESET ALL and the SET forms
+// with several values (SET TRANSACTION, SET SESSION CHARACTERISTICS).
+func classifySet(s *pg_query.VariableSetStmt, st *Statement) {
+	st.Local = s.IsLocal
+	switch s.Kind {
+	case pg_query.VariableSetKind_VAR_RESET_ALL:
+		st.SetsFenceSetting = true
+	case pg_query.VariableSetKind_VAR_SET_MULTI:
+		// SET TRANSACTION …; SET SESSION CHARACTERISTICS AS TRANSACTION …
+		if s.Name == "TRANSACTION" && hasOption(s.Args, "transaction_read_only") {
+			st.ReadOnly = true
+		}
+	default:
+		if isFenceSetting(s.Name) {
+			st.SetsFenceSetting = true
+		}
+		if strings.EqualFold(s.Name, "search_path") {
+			for _, a := range s.Args {
+				if v, ok := constString(a); !ok || mentionsFence(v) {
+					st.TouchesFence = true
+				}
+			}
+		}
+	}
+}
+
+// classifyTransaction handles BEGIN, COMMIT, ROLLBACK, savepoints and
+// two-phase commit.
+func classifyTransaction(t *pg_query.TransactionStmt, st *Statement) Kind {
+	st.Chain = t.Chain
+	switch t.Kind {
+	case pg_query.TransactionStmtKind_TRANS_STMT_BEGIN, pg_query.TransactionStmtKind_TRANS_STMT_START:
+		st.ReadOnly = hasOption(t.Options, "transaction_read_only")
+		return Begin
+	case pg_query.TransactionStmtKind_TRANS_STMT_COMMIT:
+		return Commit
+	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK:
+		return Rollback
+	case pg_query.TransactionStmtKind_TRANS_STMT_SAVEPOINT:
+		st.Name = t.SavepointName
+		return Savepoint
+	case pg_query.TransactionStmtKind_TRANS_STMT_RELEASE:
+		st.Name = t.SavepointName
+		return Release
+	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO:
+		st.Name = t.SavepointName
+		return RollbackTo
+	case pg_query.TransactionStmtKind_TRANS_STMT_PREPARE:
+		st.Name = t.Gid
+		return Commit
+	case pg_query.TransactionStmtKind_TRANS_STMT_COMMIT_PREPARED, pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_PREPARED:
+		st.Name = t.Gid
+		return NoTxnBlock
+	}
+	return Other
+}
+
+// dedupe removes repeated table references, keeping the first of each.
+func dedupe(refs []TableRef) []TableRef {
+	if len(refs) < 2 {
+		return refs
+	}
+	out := refs[:0:0]
+	for _, r := range refs {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
