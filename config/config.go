@@ -20,6 +20,32 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// Upstream is the PostgreSQL server's address (host:port).
 	Upstream string `yaml:"upstream"`
+
+	// DefaultResource is the resource of a fencing token that names none
+	// (no resource= comment, no lock.resource, no mapped table). Empty: such
+	// a token is refused with 22023.
+	DefaultResource string `yaml:"default_resource"`
+	// Resources map tables to the resource whose mark fences them.
+	Resources []Resource `yaml:"resources"`
+	// Reads is "advance" (default: a token-carrying transaction's first
+	// read advances the mark, shutting out the old holder at once) or
+	// "check" (reads only check the mark).
+	Reads string `yaml:"reads"`
+	// AdminDSN, when set, lets the proxy verify the fence store at start-up
+	// and log what is missing. The proxy never installs it.
+	AdminDSN string `yaml:"admin_dsn"`
+}
+
+// Resource is one entry of Config.Resources.
+type Resource struct {
+	// Name is the resource whose high-water mark fences the tables.
+	Name string `yaml:"name"`
+	// Tables are "schema.table", or "table" for a table of that name in
+	// any schema. Names are case-folded as PostgreSQL folds unquoted ones.
+	Tables []string `yaml:"tables"`
+	// RequireToken refuses writes to the tables without a fencing token
+	// (SQLSTATE 55Z02): the legacy guard.
+	RequireToken bool `yaml:"require_token"`
 }
 
 // Default returns the configuration used when nothing overrides it.
@@ -27,6 +53,7 @@ func Default() Config {
 	return Config{
 		Listen:   "127.0.0.1:6432",
 		Upstream: "127.0.0.1:5432",
+		Reads:    "advance",
 	}
 }
 
@@ -94,7 +121,48 @@ func (c *Config) Validate() error {
 	if err := checkAddr("listen", c.Listen); err != nil {
 		return err
 	}
-	return checkAddr("upstream", c.Upstream)
+	if err := checkAddr("upstream", c.Upstream); err != nil {
+		return err
+	}
+	if c.Reads != "advance" && c.Reads != "check" {
+		return fmt.Errorf("config: reads: %q is neither \"advance\" nor \"check\"", c.Reads)
+	}
+	seen := map[string]string{}
+	for i, r := range c.Resources {
+		if r.Name == "" {
+			return fmt.Errorf("config: resources[%d]: name is required", i)
+		}
+		if len(r.Tables) == 0 {
+			return fmt.Errorf("config: resources[%d] (%s): tables is empty", i, r.Name)
+		}
+		for _, t := range r.Tables {
+			name, err := TableName(t)
+			if err != nil {
+				return fmt.Errorf("config: resources[%d] (%s): %w", i, r.Name, err)
+			}
+			if other, dup := seen[name]; dup {
+				return fmt.Errorf("config: table %s is listed under both resource %q and %q", name, other, r.Name)
+			}
+			seen[name] = r.Name
+		}
+	}
+	return nil
+}
+
+// TableName normalizes a configured table name: "schema.table" or "table",
+// folded to lower case.
+func TableName(t string) (string, error) {
+	name := strings.ToLower(strings.TrimSpace(t))
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return "", fmt.Errorf("table %q: want schema.table or table", t)
+	}
+	for _, p := range parts {
+		if p == "" || strings.ContainsAny(p, " \t\"'") {
+			return "", fmt.Errorf("table %q: want schema.table or table (unquoted)", t)
+		}
+	}
+	return name, nil
 }
 
 func checkAddr(key, addr string) error {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,7 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "empty keeps defaults", yaml: "", want: Default()},
 		{name: "both keys", yaml: "listen: 0.0.0.0:7000\nupstream: db:5433\n",
-			want: Config{Listen: "0.0.0.0:7000", Upstream: "db:5433"}},
+			want: Config{Listen: "0.0.0.0:7000", Upstream: "db:5433", Reads: "advance"}},
 		{name: "unknown key names key and line", yaml: "listen: a:1\n\nlisen: b:2\n",
 			wantErr: `proxy.yaml:3: unknown key "lisen"`},
 		{name: "wrong type", yaml: "listen: [1, 2]\n", wantErr: "proxy.yaml:1:"},
@@ -33,7 +34,7 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c != tt.want {
+			if !reflect.DeepEqual(c, tt.want) {
 				t.Errorf("got %+v, want %+v", c, tt.want)
 			}
 		})
@@ -53,5 +54,44 @@ func TestApplyEnvAndValidate(t *testing.T) {
 	c.Listen = "nonsense"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("Validate = %v, want an error naming listen", err)
+	}
+}
+
+func TestResources(t *testing.T) {
+	good := `
+default_resource: jobs
+reads: check
+resources:
+  - name: billing
+    tables: [public.invoices, Payments]
+    require_token: true
+`
+	c := Default()
+	if err := c.Parse("f.yaml", []byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.DefaultResource != "jobs" || c.Reads != "check" || len(c.Resources) != 1 || !c.Resources[0].RequireToken || c.Resources[0].Tables[1] != "Payments" {
+		t.Fatalf("parsed %+v", c)
+	}
+	bad := []struct{ yaml, want string }{
+		{"resources:\n  - name: a\n    tables: [t]\n    require: true\n", `f.yaml:4: unknown key "require"`},
+		{"resources:\n  - tables: [t]\n", "name is required"},
+		{"resources:\n  - name: a\n", "tables is empty"},
+		{"resources:\n  - name: a\n    tables: [a.b.c]\n", "want schema.table"},
+		{"resources:\n  - name: a\n    tables: [t]\n  - name: b\n    tables: [T]\n", `listed under both resource "a" and "b"`},
+		{"reads: sometimes\n", `reads: "sometimes"`},
+	}
+	for _, tt := range bad {
+		c := Default()
+		err := c.Parse("f.yaml", []byte(tt.yaml))
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: err = %v, want %q", tt.yaml, err, tt.want)
+		}
 	}
 }

@@ -27,6 +27,8 @@ as the statements they protect.
 
 Usage:
   fenceproxy serve [flags]     run the PostgreSQL wire-protocol proxy
+  fenceproxy migrate --dsn DSN install or upgrade the fence store in a database
+  fenceproxy hwm list|get|set  inspect or repair high-water marks
   fenceproxy help [command]    show help for a command
 
 Run 'fenceproxy COMMAND --help' for a command's flags.
@@ -65,6 +67,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return runServe(ctx, rest, os.Getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, os.Getenv, stdout, stderr)
+	case "hwm":
+		return runHWM(ctx, rest, os.Getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)

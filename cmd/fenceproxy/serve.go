@@ -8,8 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 )
 
@@ -19,7 +22,9 @@ Runs the PostgreSQL wire-protocol proxy. Point your application's DSN at the
 listen address; database, user and password pass through to the upstream.
 
 Settings come from, weakest first: defaults, the YAML file given by --config,
-the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags.
+the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags. Fencing
+policy (default_resource, resources, reads, admin_dsn) lives in the file; see
+the README's configuration reference.
 
 Flags:
 `
@@ -99,8 +104,50 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream)
-	srv := pgwire.NewServer(pgwire.Config{Upstream: cfg.Upstream, Logger: log})
+	if cfg.AdminDSN != "" {
+		verifyStore(ctx, cfg.AdminDSN, log)
+	}
+	srv := pgwire.NewServer(pgwire.Config{Upstream: cfg.Upstream, Logger: log, Fencing: fencingConfig(cfg)})
 	err = srv.Serve(ctx, ln)
 	log.Info("fenceproxy stopped")
 	return err
+}
+
+// fencingConfig turns the file's resources into the gate's policy.
+func fencingConfig(cfg config.Config) *gate.Config {
+	g := &gate.Config{
+		Analyzer:        gate.NewAnalyzer(pgwire.DefaultAnalyzerCacheSize),
+		DefaultResource: cfg.DefaultResource,
+		ReadsCheckOnly:  cfg.Reads == "check",
+		Tables:          map[string]gate.Protection{},
+	}
+	for _, r := range cfg.Resources {
+		for _, t := range r.Tables {
+			name, _ := config.TableName(t) // validated
+			g.Tables[name] = gate.Protection{Resource: r.Name, RequireToken: r.RequireToken}
+		}
+	}
+	return g
+}
+
+// verifyStore logs whether the fence store is installed and sound. It never
+// installs anything: the proxy must not own the marks.
+func verifyStore(ctx context.Context, dsn string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := connectAdmin(ctx, dsn)
+	if err != nil {
+		log.Warn("admin_dsn: cannot connect to verify the fence store", "err", err)
+		return
+	}
+	defer conn.Close(context.Background())
+	st, err := hwm.Status(ctx, pgxQuerier{conn})
+	switch {
+	case err != nil:
+		log.Warn("fence store not usable: fenced statements will fail until you run fenceproxy migrate", "err", err)
+	case !st.OK():
+		log.Warn("fence store has problems: fenced statements may fail; run fenceproxy migrate", "status", st.String())
+	default:
+		log.Info("fence store verified", "status", st.String())
+	}
 }

@@ -69,6 +69,28 @@ func (r *reader) copyBody(w io.Writer, n int) error {
 	return nil
 }
 
+// discard skips an n-byte body.
+func (r *reader) discard(n int) error {
+	_, err := r.br.Discard(n)
+	return unexpectedEOF(err)
+}
+
+// cstring reads a NUL-terminated string of at most limit bytes including
+// the NUL, from within a message body.
+func (r *reader) cstring(limit int) (string, error) {
+	b, err := r.br.ReadSlice(0)
+	if err != nil {
+		if err == bufio.ErrBufferFull {
+			return "", fmt.Errorf("%w: name longer than %d bytes", errProtocol, r.br.Size())
+		}
+		return "", unexpectedEOF(err)
+	}
+	if len(b) > limit {
+		return "", fmt.Errorf("%w: string runs past the end of its message", errProtocol)
+	}
+	return string(b[:len(b)-1]), nil
+}
+
 // idle reports whether no more input is already buffered, i.e. the peer is
 // waiting for us: the moment to flush what we have written.
 func (r *reader) idle() bool { return r.br.Buffered() == 0 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/gate"
 )
 
 // Config configures a Server. The zero value of each optional field is
@@ -23,6 +25,9 @@ type Config struct {
 	StartupTimeout time.Duration
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
+	// Fencing is the fencing policy; nil means no protected tables and no
+	// default resource (tokens are still checked).
+	Fencing *gate.Config
 }
 
 func (c *Config) dialTimeout() time.Duration {
@@ -39,12 +44,17 @@ func (c *Config) startupTimeout() time.Duration {
 	return 10 * time.Second
 }
 
+// DefaultAnalyzerCacheSize is the number of distinct query texts whose
+// analysis a Server caches when Config.Fencing is nil.
+const DefaultAnalyzerCacheSize = 4096
+
 // Server accepts PostgreSQL clients and relays each to its own upstream
 // connection. Its methods are safe for concurrent use.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	cancels cancelRegistry
+	fencing *gate.Config
 	nextID  atomic.Uint64
 
 	mu       sync.Mutex
@@ -58,7 +68,11 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), sessions: map[*session]struct{}{}}
+	fencing := cfg.Fencing
+	if fencing == nil {
+		fencing = &gate.Config{Analyzer: gate.NewAnalyzer(DefaultAnalyzerCacheSize)}
+	}
+	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), fencing: fencing, sessions: map[*session]struct{}{}}
 }
 
 // Serve accepts connections on ln until ctx is done, then closes ln and every

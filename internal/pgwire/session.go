@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -41,6 +42,10 @@ type session struct {
 	cw *bufio.Writer // to client; written by the upstream reader after startup
 	ur *reader       // from upstream
 	uw *bufio.Writer // to upstream; written by the client reader
+
+	gateMu sync.Mutex    // serializes the two directions' calls into gate
+	gate   *gate.Session // fencing decisions for this session
+	encBuf []byte        // scratch for encoding injected messages (client direction)
 
 	closeOnce  sync.Once
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
@@ -74,6 +79,7 @@ func (s *session) run(ctx context.Context) {
 		return
 	}
 	defer s.srv.cancels.remove(s.key)
+	s.gate = gate.NewSession(s.srv.fencing, startup.Parameters)
 	if err := s.relayAuth(); err != nil {
 		s.log.Info("authentication failed", "err", err)
 		return
@@ -239,7 +245,8 @@ func (s *session) proxy() {
 	<-done
 }
 
-// pumpClient forwards client messages upstream until the client leaves.
+// pumpClient forwards client messages upstream until the client leaves,
+// showing gate the messages it decides on.
 func (s *session) pumpClient() {
 	for {
 		typ, n, err := s.cr.header()
@@ -249,10 +256,10 @@ func (s *session) pumpClient() {
 			}
 			return
 		}
-		if err := writeHeader(s.uw, typ, n); err != nil {
-			return
-		}
-		if err := s.cr.copyBody(s.uw, n); err != nil {
+		if err := s.clientMessage(typ, n); err != nil {
+			if !isClosed(err) {
+				s.log.Info("client message", "type", string(typ), "err", err)
+			}
 			return
 		}
 		if typ == 'X' {
@@ -268,8 +275,116 @@ func (s *session) pumpClient() {
 	}
 }
 
+// clientMessage forwards one client message whose header has been read.
+func (s *session) clientMessage(typ byte, n int) error {
+	switch typ {
+	case 'Q':
+		body, err := s.cr.body(n)
+		if err != nil {
+			return err
+		}
+		var q pgproto3.Query
+		if err := q.Decode(body); err != nil {
+			return err
+		}
+		s.gateMu.Lock()
+		text, changed := s.gate.Query(q.String)
+		s.gateMu.Unlock()
+		if changed {
+			return s.writeUpstream(&pgproto3.Query{String: text})
+		}
+		return s.writeRaw(s.uw, typ, body)
+	case 'P':
+		body, err := s.cr.body(n)
+		if err != nil {
+			return err
+		}
+		var p pgproto3.Parse
+		if err := p.Decode(body); err != nil {
+			return err
+		}
+		s.gateMu.Lock()
+		s.gate.Parse(p.Name, p.Query)
+		s.gateMu.Unlock()
+		return s.writeRaw(s.uw, typ, body)
+	case 'B':
+		return s.bind(n)
+	case 'E':
+		body, err := s.cr.body(n)
+		if err != nil {
+			return err
+		}
+		var e pgproto3.Execute
+		if err := e.Decode(body); err != nil {
+			return err
+		}
+		s.gateMu.Lock()
+		inject := s.gate.Execute(e.Portal)
+		s.gateMu.Unlock()
+		for _, m := range inject {
+			if err := s.writeUpstream(m); err != nil {
+				return err
+			}
+		}
+		return s.writeRaw(s.uw, typ, body)
+	case 'D', 'C':
+		body, err := s.cr.body(n)
+		if err != nil {
+			return err
+		}
+		if len(body) < 2 {
+			return fmt.Errorf("%w: short %q message", errProtocol, typ)
+		}
+		s.gateMu.Lock()
+		if typ == 'D' {
+			s.gate.Describe(body[0])
+		} else {
+			s.gate.Close(body[0], string(body[1:len(body)-1]))
+		}
+		s.gateMu.Unlock()
+		return s.writeRaw(s.uw, typ, body)
+	case 'S', 'F':
+		s.gateMu.Lock()
+		if typ == 'S' {
+			s.gate.Sync()
+		} else {
+			s.gate.FunctionCall()
+		}
+		s.gateMu.Unlock()
+	}
+	if err := writeHeader(s.uw, typ, n); err != nil {
+		return err
+	}
+	return s.cr.copyBody(s.uw, n)
+}
+
+// bind forwards a Bind, reading only the portal and statement names and
+// streaming the parameters.
+func (s *session) bind(n int) error {
+	portal, err := s.cr.cstring(n)
+	if err != nil {
+		return err
+	}
+	stmt, err := s.cr.cstring(n - len(portal) - 1)
+	if err != nil {
+		return err
+	}
+	s.gateMu.Lock()
+	s.gate.Bind(portal, stmt)
+	s.gateMu.Unlock()
+	if err := writeHeader(s.uw, 'B', n); err != nil {
+		return err
+	}
+	s.uw.WriteString(portal)
+	s.uw.WriteByte(0)
+	s.uw.WriteString(stmt)
+	s.uw.WriteByte(0)
+	return s.cr.copyBody(s.uw, n-len(portal)-len(stmt)-2)
+}
+
 // pumpUpstream forwards upstream messages to the client until the upstream
-// leaves; then it tells the client why, if the upstream did not.
+// leaves; then it tells the client why, if the upstream did not. Replies to
+// messages the gate injected are dropped.
 func (s *session) pumpUpstream() {
 	var lastFatal bool
 	for {
@@ -281,24 +396,11 @@ func (s *session) pumpUpstream() {
 			}
 			return
 		}
-		lastFatal = false
-		if typ == 'E' {
-			body, err := s.ur.body(n)
-			if err != nil {
-				return
-			}
-			lastFatal = isFatal(body)
-			if err := s.writeRaw(s.cw, typ, body); err != nil {
-				return
-			}
-		} else {
-			if err := writeHeader(s.cw, typ, n); err != nil {
-				return
-			}
-			if err := s.ur.copyBody(s.cw, n); err != nil {
-				return
-			}
+		closing, err := s.upstreamMessage(typ, n)
+		if err != nil {
+			return
 		}
+		lastFatal = closing
 		if s.ur.idle() {
 			if err := s.cw.Flush(); err != nil {
 				return
@@ -307,13 +409,64 @@ func (s *session) pumpUpstream() {
 	}
 }
 
-// isFatal reports whether an ErrorResponse body has severity FATAL or PANIC.
-func isFatal(body []byte) bool {
-	var e pgproto3.ErrorResponse
-	if e.Decode(body) != nil {
-		return false
+// upstreamMessage relays one upstream message whose header has been read,
+// unless gate says it answers an injected message. fatal reports an
+// ErrorResponse of severity FATAL or PANIC: the server is about to close.
+func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
+	switch typ {
+	case 'E':
+		body, err := s.ur.body(n)
+		if err != nil {
+			return false, err
+		}
+		var e pgproto3.ErrorResponse
+		if err := e.Decode(body); err != nil {
+			return false, err
+		}
+		closing = e.Severity == "FATAL" || e.Severity == "PANIC"
+		s.gateMu.Lock()
+		v := s.gate.Error(&e)
+		s.gateMu.Unlock()
+		switch v {
+		case gate.Replace:
+			return closing, s.writeClient(&e)
+		case gate.Hide:
+			return closing, nil
+		}
+		return closing, s.writeRaw(s.cw, typ, body)
+	case 'Z':
+		body, err := s.ur.body(n)
+		if err != nil {
+			return false, err
+		}
+		if len(body) != 1 {
+			return false, fmt.Errorf("%w: ReadyForQuery of %d bytes", errProtocol, len(body))
+		}
+		s.gateMu.Lock()
+		s.gate.ReadyForQuery(body[0])
+		s.gateMu.Unlock()
+		return false, s.writeRaw(s.cw, typ, body)
 	}
-	return e.Severity == "FATAL" || e.Severity == "PANIC"
+	s.gateMu.Lock()
+	v := s.gate.Reply(typ)
+	s.gateMu.Unlock()
+	if v == gate.Hide {
+		return false, s.ur.discard(n)
+	}
+	if err := writeHeader(s.cw, typ, n); err != nil {
+		return false, err
+	}
+	return false, s.ur.copyBody(s.cw, n)
+}
+
+func (s *session) writeUpstream(msg pgproto3.FrontendMessage) error {
+	buf, err := msg.Encode(s.encBuf[:0])
+	if err != nil {
+		return err
+	}
+	s.encBuf = buf
+	_, err = s.uw.Write(buf)
+	return err
 }
 
 func (s *session) writeRaw(w *bufio.Writer, typ byte, body []byte) error {

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+)
+
+const hwmUsage = `Usage: fenceproxy hwm --dsn DSN list
+       fenceproxy hwm --dsn DSN get RESOURCE
+       fenceproxy hwm --dsn DSN set RESOURCE TOKEN
+
+Reads the fencing high-water marks, or sets one. "set" is a deliberate repair
+that may lower a mark (for example after etcd was restored without
+--bump-revision and mints tokens below the marks); it needs the fence store
+owner's role.
+
+Flags:
+`
+
+func runHWM(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("hwm", hwmUsage, stdout, stderr)
+	dsn := fs.String("dsn", getenv("FENCEPROXY_DSN"), "PostgreSQL connection `string`")
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, hwmUsage)
+		return errUsageShown
+	}
+	want := map[string]int{"list": 1, "get": 2, "set": 3}[rest[0]]
+	if want == 0 || len(rest) != want {
+		fmt.Fprintf(stderr, "fenceproxy hwm: bad arguments %q\n\n%s", rest, hwmUsage)
+		return errUsageShown
+	}
+	conn, err := connectAdmin(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	q := pgxQuerier{conn}
+	switch rest[0] {
+	case "list":
+		marks, err := hwm.List(ctx, q)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RESOURCE\tTOKEN\tUPDATED")
+		for _, m := range marks {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", m.Resource, m.Token, m.UpdatedAt.UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
+	case "get":
+		m, err := hwm.Get(ctx, q, rest[1])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, m.Token)
+		return nil
+	default:
+		token, err := strconv.ParseInt(rest[2], 10, 64)
+		if err != nil || token <= 0 {
+			return fmt.Errorf("invalid token %q: must be a positive 64-bit integer", rest[2])
+		}
+		prev, err := hwm.Set(ctx, q, rest[1], token)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "resource %q: high-water mark %d (was %d)\n", rest[1], token, prev)
+		return nil
+	}
+}
