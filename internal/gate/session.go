@@ -315,12 +315,12 @@ func stripLeadingComments(s string) string {
 func (s *Session) Query(sql string) (string, bool) {
 	s.beginUnit()
 	a, err := s.analyze(sql)
-	var injected []bool
+	var injected []injKind
 	var out []byte
 	if err != nil {
 		out = s.refuseUnparsable(err)
 		if out != nil {
-			injected = []bool{true}
+			injected = []injKind{injRaise}
 			out = append(append(out, "; "...), sql...)
 		}
 	} else if a != nil {
@@ -329,7 +329,7 @@ func (s *Session) Query(sql string) (string, bool) {
 			st := &a.Statements[i]
 			act := s.decide(st)
 			if act.kind == actNone {
-				injected = append(injected, false)
+				injected = append(injected, injNone)
 				continue
 			}
 			if out == nil {
@@ -339,7 +339,11 @@ func (s *Session) Query(sql string) (string, bool) {
 			out = appendAction(out, act)
 			out = append(out, "; "...)
 			prev = st.Start
-			injected = append(injected, true, false)
+			kind := injCheck
+			if act.kind == actRaise {
+				kind = injRaise
+			}
+			injected = append(injected, kind, injNone)
 		}
 		if out != nil {
 			out = append(out, sql[prev:]...)
@@ -558,7 +562,7 @@ func (s *Session) Error(e *pgproto3.ErrorResponse) Verdict {
 	if h == nil || e.Severity == "FATAL" || e.Severity == "PANIC" {
 		return Forward
 	}
-	injected, check := h.isInjected(), h.check
+	injected, check := h.isInjected(), h.isCheck()
 	if h.parse {
 		s.checkParsed = false // the check statement was not prepared
 	}

@@ -25,9 +25,10 @@ type slot struct {
 	check bool // part of an injected check (its errors are mapped by hwm)
 	parse bool // the injected Parse of the check statement
 
-	// For slotQuery: which statements of the sent text were injected, and
-	// the index of the statement the next reply belongs to.
-	injected []bool
+	// For slotQuery: for each statement of the sent text, whether the gate
+	// injected it and what it is, and the index of the statement the next
+	// reply belongs to.
+	injected []injKind
 	stmt     int
 
 	// For the slot ending a unit (slotQuery, slotSync, slotFunctionCall):
@@ -37,11 +38,29 @@ type slot struct {
 	key         checkKey
 }
 
+// injKind says whether a statement of a Query was the client's or injected.
+type injKind uint8
+
+const (
+	injNone  injKind = iota // the client's own statement
+	injCheck                // an injected fence.check call
+	injRaise                // an injected refusal
+)
+
 func (s *slot) isInjected() bool {
 	if s.kind == slotQuery {
-		return s.stmt < len(s.injected) && s.injected[s.stmt]
+		return s.stmt < len(s.injected) && s.injected[s.stmt] != injNone
 	}
 	return s.inj
+}
+
+// isCheck reports whether the reply belongs to an injected check, whose
+// errors hwm maps.
+func (s *slot) isCheck() bool {
+	if s.kind == slotQuery {
+		return s.stmt < len(s.injected) && s.injected[s.stmt] == injCheck
+	}
+	return s.check
 }
 
 // slotQueue is a FIFO of slots that reuses its storage.
