@@ -235,7 +235,14 @@ func (s *Session) decideOne(st *Statement) action {
 			return action{kind: actRaise, code: codeCannotFence, message: strings.Replace(msgCannotFenceFn, "%s", firstWords(st.Text), 1)}
 		}
 		return action{}
-	case Read, Write:
+	case Read:
+		if st.SetsFenceSetting {
+			// SELECT set_config('lock.fencing_token', …): it sets the token
+			// the next statements carry; checking the old one first would
+			// refuse the new holder's hand-over.
+			return action{}
+		}
+	case Write:
 	default:
 		return action{}
 	}
