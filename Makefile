@@ -24,7 +24,7 @@ clean:
 
 ## bench-pgbench: pgbench select-only -c 16, direct vs through the proxy, same run
 bench-pgbench:
-	$(GO) test -run '^$$' -bench BenchmarkPgbenchSelectOnly -benchtime 3x -timeout 20m ./integration/
+	$(GO) test -run '^$$' -bench 'BenchmarkPgbench' -benchtime 3x -timeout 30m ./integration/
 
 ## lint: gofmt, go vet and staticcheck
 lint: vet

