@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ var listenLine = regexp.MustCompile(`msg="fenceproxy listening" listen=(\S+)`)
 
 // startServe runs `fenceproxy serve` as a process and returns its listen
 // address once it is accepting.
-func startServe(t *testing.T, env []string, args ...string) (addr string, cmd *exec.Cmd, logs *strings.Builder) {
+func startServe(t *testing.T, env []string, args ...string) (addr string, cmd *exec.Cmd, logs *syncBuffer) {
 	t.Helper()
 	cmd = exec.Command(harness.Binary(t), append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -33,7 +34,7 @@ func startServe(t *testing.T, env []string, args ...string) (addr string, cmd *e
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	logs = &strings.Builder{}
+	logs = &syncBuffer{}
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -96,4 +97,29 @@ func TestServeBadConfig(t *testing.T) {
 	if want := `bad.yaml:3: unknown key "listen_adress"`; !strings.Contains(string(out), want) {
 		t.Errorf("output %q lacks %q", out, want)
 	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a strings.Builder safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) WriteString(x string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.WriteString(x)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -374,6 +374,9 @@ func TestLegacyGuard(t *testing.T) {
 			for _, stmt := range []string{
 				"TRUNCATE invoices",
 				"ALTER TABLE invoices ADD COLUMN note text",
+				"MERGE INTO invoices i USING (VALUES (1)) v(x) ON i.id = v.x WHEN NOT MATCHED THEN INSERT (amount) VALUES (1)",
+				"SELECT 1 AS amount INTO public.invoices",
+				"DROP TABLE invoices",
 			} {
 				_, err := c.Exec(t.Context(), stmt)
 				wantCode(t, err, "55Z02")
@@ -455,4 +458,52 @@ func TestNoTxnBlockStatementWithTokenRefused(t *testing.T) {
 		t.Errorf("message %q does not name the statement", pgErr.Message)
 	}
 	mustExec(t, c, "VACUUM accounts") // without a token it runs
+}
+
+// TestTokenChangedMidTransaction: a transaction that switches to another
+// token is checked again, under the new one.
+func TestTokenChangedMidTransaction(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t, e.viaProxy(), mode)
+			res := "mid/" + name
+			mustExec(t, c, "SET lock.resource = '"+res+"'")
+			mustExec(t, c, "BEGIN")
+			mustExec(t, c, "SET LOCAL lock.fencing_token = 5")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			mustExec(t, c, "SET LOCAL lock.fencing_token = 3")
+			_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			wantCode(t, err, "55Z01")
+			mustExec(t, c, "ROLLBACK")
+			// A switch of resource is checked under the new resource.
+			mustExec(t, c, "BEGIN")
+			mustExec(t, c, "SET LOCAL lock.fencing_token = 8")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			mustExec(t, c, "SET LOCAL lock.resource = '"+res+"/b'")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			mustExec(t, c, "COMMIT")
+			if m1, m2 := e.mark(t, res), e.mark(t, res+"/b"); m1 != 8 || m2 != 8 {
+				t.Fatalf("marks %d and %d, want 8 and 8", m1, m2)
+			}
+		})
+	}
+}
+
+// TestPreparedStatementAcrossTransactions: a statement prepared once and
+// executed in many transactions is checked in each.
+func TestPreparedStatementAcrossTransactions(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeCacheStatement)
+	mustExec(t, c, "SET lock.resource = 'prep'")
+	for _, tok := range []int{1, 2, 3} {
+		mustExec(t, c, fmt.Sprintf("SET lock.fencing_token = %d", tok))
+		mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+		if m := e.mark(t, "prep"); m != int64(tok) {
+			t.Fatalf("mark %d after token %d", m, tok)
+		}
+	}
+	mustExec(t, c, "SET lock.fencing_token = 2")
+	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	wantCode(t, err, "55Z01")
 }

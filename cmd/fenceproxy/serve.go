@@ -99,14 +99,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	if cfg.AdminDSN != "" {
+		verifyStore(ctx, cfg.AdminDSN, log)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
 	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream)
-	if cfg.AdminDSN != "" {
-		verifyStore(ctx, cfg.AdminDSN, log)
-	}
 	srv := pgwire.NewServer(pgwire.Config{Upstream: cfg.Upstream, Logger: log, Fencing: fencingConfig(cfg)})
 	err = srv.Serve(ctx, ln)
 	log.Info("fenceproxy stopped")
