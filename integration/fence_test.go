@@ -507,3 +507,10 @@ func TestPreparedStatementAcrossTransactions(t *testing.T) {
 	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
 	wantCode(t, err, "55Z01")
 }
+
+func harnessExec(t testing.TB, dsn string, stmts ...string) {
+	t.Helper()
+	if err := harness.Exec(context.Background(), dsn, stmts...); err != nil {
+		t.Fatal(err)
+	}
+}
