@@ -224,9 +224,12 @@ func TestRenewalBoundedByValidity(t *testing.T) {
 		if h.IsHeld() {
 			t.Fatal("IsHeld true at the validity deadline")
 		}
-		// The hung renewal was abandoned at the deadline; the next
-		// attempt finds no validity left and declares the loss.
+		// The hung renewal was abandoned at the deadline, which leaves
+		// nothing to retry with: the loss is declared there and then.
 		<-h.Context().Done()
+		if !time.Now().Equal(deadline) {
+			t.Errorf("lost %v after the validity deadline", time.Since(deadline))
+		}
 		if n := len(conn.Calls(memlock.OpRenew)); n != 1 {
 			t.Errorf("%d renewal calls, want 1", n)
 		}

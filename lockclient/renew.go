@@ -85,5 +85,10 @@ func (r renewer) renew(failures *int) bool {
 		st.lose(fmt.Errorf("%d consecutive renewals failed: %w: %w", *failures, ErrLost, err))
 		return false
 	}
+	// A renewal that hung until the deadline leaves nothing to wait for.
+	if left := time.Until(deadline); left < st.interval/2 {
+		st.lose(fmt.Errorf("renewal failed with %v of validity left: %w: %w", left, ErrLost, err))
+		return false
+	}
 	return true
 }
