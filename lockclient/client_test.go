@@ -205,6 +205,32 @@ func TestLostWhenDeadlineTooClose(t *testing.T) {
 	})
 }
 
+func TestLostWhenSlowRenewalLeavesTooLittle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		conn := memlock.NewServer().Connect()
+		c := newClient(t, conn)
+		var rec lostRecorder
+		h := mustAcquire(t, c, "a", lockclient.WithOnLost(rec.onLost))
+		// The first renewal (sent at 0.9–1.1 s) succeeds after 1.6 s,
+		// extending validity to its send time + 3 s - drift. The next
+		// attempt comes 0.9–1.1 s later, with 0.27–0.47 s of validity
+		// left: less than half an interval, still positive. It must give
+		// up locally rather than ask the service.
+		conn.SetLatency(1600 * time.Millisecond)
+		<-h.Context().Done()
+		if n := len(conn.Calls(memlock.OpRenew)); n != 1 {
+			t.Fatalf("%d renewal calls, want 1: the second attempt must be refused locally", n)
+		}
+		first := conn.Calls(memlock.OpRenew)[0].At
+		if left := first.Add(ttl - drift).Sub(time.Now()); left <= 0 || left >= ttl/6 {
+			t.Fatalf("lost with %v of validity left, want between 0 and half an interval", left)
+		}
+		synctest.Wait()
+		rec.check(t, 1)
+		checkLost(t, h)
+	})
+}
+
 func TestRenewalBoundedByValidity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		conn := memlock.NewServer().Connect()

@@ -162,25 +162,25 @@ type Handle struct {
 	releaseErr  error
 }
 
-// Name returns the lock's name.
+// Name returns the lock's name. Safe for concurrent use.
 func (h *Handle) Name() string { return h.st.name }
 
 // FencingToken returns the grant's fencing token: positive, and strictly
 // greater than that of every earlier grant of the same name. Attach it to
 // every operation the lock protects and have the resource reject tokens
 // lower than the highest it has seen; nothing else makes the lock safe
-// against a holder that was paused past its lease.
+// against a holder that was paused past its lease. Safe for concurrent use.
 func (h *Handle) FencingToken() int64 { return h.st.grant.FencingToken }
 
 // OwnershipToken returns the grant's random identity. It has no order and is
-// no substitute for the fencing token.
+// no substitute for the fencing token. Safe for concurrent use.
 func (h *Handle) OwnershipToken() string { return h.st.grant.OwnershipToken }
 
 // ValidUntil returns the validity deadline: the time the request that last
 // started the lease's TTL was sent, plus the TTL, minus the drift allowance.
 // It carries a monotonic clock reading, so compare it with time.Now or use
 // time.Until; do not serialize it. Renewals move it forward. It is the zero
-// time once the handle is released or lost.
+// time once the handle is released or lost. Safe for concurrent use.
 func (h *Handle) ValidUntil() time.Time {
 	st := h.st
 	st.mu.Lock()
@@ -194,7 +194,7 @@ func (h *Handle) ValidUntil() time.Time {
 // Context returns a context that is cancelled when the lock is lost (cause
 // wrapping [ErrLost]), when this handle is released, or when the client is
 // closed (cause [ErrClosed]); see [context.Cause]. Run work done under the
-// lock with it.
+// lock with it. Safe for concurrent use.
 func (h *Handle) Context() context.Context { return h.ctx }
 
 // IsHeld reports whether the client believes the lock is held by this
@@ -203,7 +203,7 @@ func (h *Handle) Context() context.Context { return h.ctx }
 // process paused after IsHeld returns true may resume after another holder
 // took over; only the fencing token, checked by the resource, is
 // authoritative. Use IsHeld to stop work early, never to decide that a write
-// is safe.
+// is safe. Safe for concurrent use.
 func (h *Handle) IsHeld() bool {
 	st := h.st
 	st.mu.Lock()
