@@ -69,13 +69,14 @@ func keyCount(t *testing.T, cli *clientv3.Client, name string) int {
 	return len(queueKeys(t, cli, name))
 }
 
-// waitForKeys polls etcd (test setup only) until name has n queue keys.
-func waitForKeys(t *testing.T, cli *clientv3.Client, name string, n int) {
+// waitForWatching polls (test setup only) until n Acquire calls of b wait
+// with their watches in place.
+func waitForWatching(t *testing.T, b *etcdlock.Backend, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for keyCount(t, cli, name) != n {
+	for b.Stats().Waiting != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d queue keys after 20s, want %d", name, keyCount(t, cli, name), n)
+			t.Fatalf("%d waiters watching after 20s, want %d", b.Stats().Waiting, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -199,8 +200,7 @@ func TestEtcdOneWakeupPerRelease(t *testing.T) {
 			}
 		})
 	}
-	waitForKeys(t, c.etcd, "herd", waiters+1)
-	time.Sleep(500 * time.Millisecond) // let every waiter reach its watch
+	waitForWatching(t, c.backend, waiters)
 	if n := c.backend.Stats().Wakeups; n != 0 {
 		t.Fatalf("%d wake-ups before any release", n)
 	}
@@ -218,6 +218,9 @@ func TestEtcdOneWakeupPerRelease(t *testing.T) {
 	}
 	if n := c.backend.Stats().Wakeups; n != waiters {
 		t.Fatalf("%d wake-ups for %d releases, want exactly one each", n, waiters)
+	}
+	if n := c.backend.Stats().Waiting; n != 0 {
+		t.Fatalf("%d waiters still counted after all acquired", n)
 	}
 }
 
@@ -329,7 +332,7 @@ func TestEtcdWaiterLeaseRevoked(t *testing.T) {
 		_, err := c.Acquire(t.Context(), "w", lockclient.WithTTL(5*time.Second), lockclient.WithWait(time.Minute))
 		errc <- err
 	}()
-	waitForKeys(t, other.etcd, "w", 2)
+	waitForWatching(t, c.backend, 1)
 	revokeLease(t, other.etcd, "w", 1)
 	select {
 	case err := <-errc:

@@ -68,9 +68,12 @@ func New(b Backend, opts ...Option) (*Client, error) {
 // wait budget ([WithWait], default [DefaultWait]); when the budget runs out
 // the error wraps [ErrNotAcquired], when ctx ends it wraps ctx's error, and in
 // both cases the caller's place in the queue is given up. It returns an error
-// wrapping [ErrClosed] once Close has been called, and one wrapping
+// wrapping [ErrLost] if the caller's queue entry vanished while it waited, or
+// if the grant arrived with too little validity left to be used; one
+// wrapping [ErrClosed] once Close has been called; and one wrapping
 // [ErrInvalidOption] for an empty name or an invalid option, before anything
-// is sent. Acquire is safe for concurrent use.
+// is sent. Other errors are the backend's transport errors. Acquire is safe
+// for concurrent use.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Handle, error) {
 	return c.acquire(ctx, name, true, opts)
 }
@@ -169,7 +172,7 @@ func acquireError(name string, cfg acquireConfig, actx context.Context, err erro
 	if !errors.Is(err, ErrNotAcquired) && actx.Err() != nil {
 		switch cause := context.Cause(actx); cause {
 		case errWaitBudget:
-			return fmt.Errorf("acquire %q: held by another owner for the whole wait budget of %v: %w", name, cfg.wait, ErrNotAcquired)
+			return fmt.Errorf("acquire %q: wait budget of %v spent: %w", name, cfg.wait, ErrNotAcquired)
 		case ErrClosed:
 			return fmt.Errorf("acquire %q: %w", name, ErrClosed)
 		}

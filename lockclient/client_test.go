@@ -222,7 +222,7 @@ func TestLostWhenSlowRenewalLeavesTooLittle(t *testing.T) {
 			t.Fatalf("%d renewal calls, want 1: the second attempt must be refused locally", n)
 		}
 		first := conn.Calls(memlock.OpRenew)[0].At
-		if left := first.Add(ttl - drift).Sub(time.Now()); left <= 0 || left >= ttl/6 {
+		if left := time.Until(first.Add(ttl - drift)); left <= 0 || left >= ttl/6 {
 			t.Fatalf("lost with %v of validity left, want between 0 and half an interval", left)
 		}
 		synctest.Wait()

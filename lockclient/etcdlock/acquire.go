@@ -168,7 +168,10 @@ func (q *queued) waitDelete(ctx context.Context, ahead string, rev int64, keepAl
 		case wr.Created:
 			created++
 			startRev = max(startRev, wr.Header.Revision)
-			if created == 2 && startRev > rev {
+			if created < 2 {
+				continue
+			}
+			if startRev > rev {
 				// Something was written between the read and the
 				// watches: make sure it was not the delete.
 				again, _, err := q.ahead(ctx)
@@ -176,6 +179,8 @@ func (q *queued) waitDelete(ctx context.Context, ahead string, rev int64, keepAl
 					return err
 				}
 			}
+			q.b.waiting.Add(1)
+			defer q.b.waiting.Add(-1)
 		case hasDelete(wr) && mine:
 			return errQueueEntryGone
 		case hasDelete(wr):

@@ -35,6 +35,7 @@ type Backend struct {
 
 	grants  atomic.Int64
 	wakeups atomic.Int64
+	waiting atomic.Int64
 }
 
 // Option configures a Backend in New.
@@ -103,11 +104,14 @@ type Stats struct {
 	// watching only its predecessor, it grows by one per release (or per
 	// waiter leaving the queue), whatever the number of waiters.
 	Wakeups int64
+	// Waiting is the number of Acquire calls waiting right now with their
+	// watches in place.
+	Waiting int64
 }
 
 // Stats returns the backend's counters.
 func (b *Backend) Stats() Stats {
-	return Stats{Grants: b.grants.Load(), Wakeups: b.wakeups.Load()}
+	return Stats{Grants: b.grants.Load(), Wakeups: b.wakeups.Load(), Waiting: b.waiting.Load()}
 }
 
 // dir returns the key range of one lock name, with a trailing slash. The name
