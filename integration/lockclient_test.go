@@ -266,15 +266,17 @@ func TestEtcdLeaseRevokedByAnotherClient(t *testing.T) {
 func TestEtcdRestartWhileHeld(t *testing.T) {
 	e := startEtcd(t)
 	c := newLockClient(t, e)
-	const ttl = 6 * time.Second
+	// The TTL leaves room for the restart and for the etcd client's
+	// reconnect backoff (attempts about 1, 2.6 and 4.7 s after the cut).
+	const ttl = 10 * time.Second
 	h, err := c.Acquire(t.Context(), "restart", lockclient.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Stop()
-	time.Sleep(time.Second)
+	time.Sleep(500 * time.Millisecond)
 	e.Restart()
-	time.Sleep(ttl) // three renewal intervals after the restart
+	time.Sleep(2 * ttl / 3) // two renewal intervals after the restart
 	if h.Context().Err() != nil || !h.IsHeld() {
 		t.Fatalf("lock reported lost across a restart within its validity: %v", context.Cause(h.Context()))
 	}
