@@ -431,3 +431,25 @@ func TestEtcdReleaseRetryKeepsNewerGrant(t *testing.T) {
 		t.Fatalf("%d keys after release", n)
 	}
 }
+
+func TestEtcdRevisionRegressionDetected(t *testing.T) {
+	e := startEtcd(t)
+	c := newLockClient(t, e)
+	for range 5 {
+		h, err := c.Acquire(t.Context(), "rebuilt", lockclient.WithTTL(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Rebuild()
+	_, err := c.Acquire(t.Context(), "rebuilt", lockclient.WithTTL(5*time.Second))
+	if !errors.Is(err, etcdlock.ErrRevisionRegressed) {
+		t.Fatalf("Acquire on a rebuilt etcd = %v, want ErrRevisionRegressed", err)
+	}
+	if n := keyCount(t, c.etcd, "rebuilt"); n != 0 {
+		t.Fatalf("%d keys left by the refused acquire", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -87,6 +88,18 @@ func (e *Etcd) Stop() {
 func (e *Etcd) Restart() {
 	e.t.Helper()
 	e.Stop()
+	e.start()
+}
+
+// Rebuild stops the server, deletes its data and starts an empty one on the
+// same ports, as rebuilding a cluster from scratch (or restoring an old
+// snapshot without --bump-revision) would: revisions start again from 1.
+func (e *Etcd) Rebuild() {
+	e.t.Helper()
+	e.Stop()
+	if err := os.RemoveAll(filepath.Join(e.dir, "data")); err != nil {
+		e.t.Fatalf("harness: remove etcd data: %v", err)
+	}
 	e.start()
 }
 

@@ -63,6 +63,7 @@ type queued struct {
 // of the name: an uncontended acquire takes one round trip after the grant.
 func (q *queued) acquire(ctx context.Context, wait bool) (lockclient.Grant, error) {
 	cli := q.b.cli
+	seen := q.b.maxRev.Load()
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(q.key), "=", 0)).
 		Then(
@@ -76,6 +77,12 @@ func (q *queued) acquire(ctx context.Context, wait bool) (lockclient.Grant, erro
 		return lockclient.Grant{}, fmt.Errorf("etcdlock: key %s of a new lease already exists", q.key)
 	}
 	q.rev = resp.Header.Revision
+	// A write's revision exceeds every revision committed before it was
+	// sent, so a lower one means the store was replaced under us.
+	if q.rev <= seen {
+		return lockclient.Grant{}, fmt.Errorf("%w: new key at revision %d, after revision %d was seen", ErrRevisionRegressed, q.rev, seen)
+	}
+	q.b.observe(q.rev)
 	first := resp.Responses[1].GetResponseRange().Kvs
 	if len(first) > 0 && first[0].CreateRevision == q.rev {
 		return q.refreshed(ctx, resp.Header.Revision)
@@ -119,6 +126,7 @@ func (q *queued) ahead(ctx context.Context) (ahead string, rev int64, err error)
 	if err != nil {
 		return "", 0, fmt.Errorf("etcdlock: read queue: %w", err)
 	}
+	q.b.observe(resp.Header.Revision)
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != q.rev {
 		return "", 0, errQueueEntryGone
 	}

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -36,6 +37,26 @@ type Backend struct {
 	grants  atomic.Int64
 	wakeups atomic.Int64
 	waiting atomic.Int64
+	maxRev  atomic.Int64 // highest store revision seen in a linearizable reply
+}
+
+// ErrRevisionRegressed means etcd's store revision went backwards under a
+// running client: the cluster was restored from a snapshot without
+// --bump-revision, or rebuilt from scratch. Fencing tokens are revisions, so
+// every new token would be lower than the marks the resources already hold
+// and every fenced write would be refused. Acquire fails with it (wrapped)
+// until the store's revision passes the highest one this backend has seen;
+// an operator should bump the revision or repair the marks (fenceproxy hwm).
+var ErrRevisionRegressed = errors.New("etcdlock: etcd revision went backwards")
+
+// observe records the revision of a linearizable reply.
+func (b *Backend) observe(rev int64) {
+	for {
+		cur := b.maxRev.Load()
+		if rev <= cur || b.maxRev.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
 }
 
 // Option configures a Backend in New.

@@ -56,6 +56,17 @@
 // leader change within the validity window is not a loss; a lease the server
 // no longer has is.
 //
+// # Revisions going backwards
+//
+// Fencing tokens are revisions, so an etcd restored from a snapshot without
+// --bump-revision, or rebuilt from scratch, would mint tokens below the marks
+// the resources hold, and every fenced write would be refused. The backend
+// remembers the highest revision it has seen in a linearizable reply; a new
+// key created at a revision no higher than that fails the acquire with
+// ErrRevisionRegressed, releasing what it created. Detection lasts as long as
+// the process: a new process cannot tell, and the resources' refusals are
+// then the signal.
+//
 // # TTLs
 //
 // etcd lease TTLs are whole seconds, and the server raises TTLs below its
@@ -74,7 +85,8 @@
 //
 // Errors wrap lockclient.ErrNotAcquired (TryAcquire on a held lock),
 // lockclient.ErrLost (a renewal of a lease etcd no longer has, a queue entry
-// that vanished) and lockclient.ErrInvalidOption (a TTL etcd cannot grant
-// exactly); everything else is the etcd client's error, wrapped. The backend
+// that vanished), lockclient.ErrInvalidOption (a TTL etcd cannot grant
+// exactly) and ErrRevisionRegressed; everything else is the etcd client's
+// error, wrapped. The backend
 // logs nothing; Stats counts grants and wake-ups.
 package etcdlock
