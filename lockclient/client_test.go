@@ -3,6 +3,7 @@ package lockclient_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,9 @@ var drift = lockclient.DefaultDriftAllowance(ttl)
 
 func newClient(t *testing.T, b lockclient.Backend, opts ...lockclient.Option) *lockclient.Client {
 	t.Helper()
-	c, err := lockclient.New(b, opts...)
+	// Logs go to the test's output: shown only when it fails.
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	c, err := lockclient.New(b, append([]lockclient.Option{lockclient.WithLogger(logger)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
