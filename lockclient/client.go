@@ -229,6 +229,11 @@ func (c *Client) acquireReentrant(ctx context.Context, name string, cfg acquireC
 			return h, nil
 		}
 		c.mu.Unlock()
+		if cfg.wait == 0 {
+			// TryAcquire does not wait, not even for this client's own
+			// acquire in flight.
+			return nil, fmt.Errorf("acquire %q: this client's acquire of it is in flight: %w", name, ErrNotAcquired)
+		}
 		select {
 		case <-re.ready:
 		case <-ctx.Done():

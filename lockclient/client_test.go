@@ -475,7 +475,14 @@ func TestReentrantAcquiresRacing(t *testing.T) {
 		var wg sync.WaitGroup
 		tokens := make([]int64, 4)
 		for i := range tokens {
-			wg.Go(func() { tokens[i] = mustAcquire(t, c, "x", lockclient.WithReentrant()).FencingToken() })
+			wg.Go(func() {
+				h, err := c.Acquire(t.Context(), "x", lockclient.WithTTL(ttl), lockclient.WithReentrant())
+				if err != nil {
+					t.Errorf("reentrant acquire %d: %v", i, err)
+					return
+				}
+				tokens[i] = h.FencingToken()
+			})
 		}
 		wg.Wait()
 		for _, tok := range tokens {
@@ -485,6 +492,33 @@ func TestReentrantAcquiresRacing(t *testing.T) {
 		}
 		if n := len(conn.Calls(memlock.OpAcquire)); n != 1 {
 			t.Fatalf("%d acquire calls for concurrent reentrant acquires, want 1", n)
+		}
+	})
+}
+
+func TestReentrantTryAcquireDoesNotWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		conn := memlock.NewServer().Connect()
+		conn.SetLatency(time.Second)
+		c := newClient(t, conn)
+		go func() {
+			if _, err := c.Acquire(context.Background(), "x", lockclient.WithTTL(ttl), lockclient.WithReentrant()); err != nil {
+				t.Errorf("first reentrant acquire: %v", err)
+			}
+		}()
+		synctest.Wait() // the first acquire is in flight
+		start := time.Now()
+		_, err := c.TryAcquire(t.Context(), "x", lockclient.WithTTL(ttl), lockclient.WithReentrant())
+		if !errors.Is(err, lockclient.ErrNotAcquired) || time.Since(start) != 0 {
+			t.Fatalf("reentrant TryAcquire during an acquire in flight = %v after %v", err, time.Since(start))
+		}
+		time.Sleep(2 * time.Second)
+		h, err := c.TryAcquire(t.Context(), "x", lockclient.WithTTL(ttl), lockclient.WithReentrant())
+		if err != nil {
+			t.Fatalf("reentrant TryAcquire once held = %v", err)
+		}
+		if n := len(conn.Calls(memlock.OpAcquire)); n != 1 || !h.IsHeld() {
+			t.Fatalf("%d acquire calls; joined handle held: %v", n, h.IsHeld())
 		}
 	})
 }
