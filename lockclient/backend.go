@@ -59,8 +59,9 @@ type Grant struct {
 }
 
 // Lease is the live side of a [Grant]. [Client] calls Renew from one
-// goroutine at a time and calls Release exactly once, after the last Renew
-// has returned; Lost may be read from any goroutine.
+// goroutine at a time and Release once, possibly while a last Renew is still
+// in flight (that Renew may then fail in any way); Lost may be read from any
+// goroutine. A Lease must be safe for that.
 type Lease interface {
 	// Renew extends the lease and returns the TTL granted from the moment
 	// the request was sent. It returns an error wrapping [ErrLost] when the

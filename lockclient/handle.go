@@ -136,8 +136,12 @@ func (st *grantState) lose(reason error) {
 func (st *grantState) release(ctx context.Context, cause error) error {
 	st.cancel(cause)
 	st.stopRenew()
+	// Give the grant back first: the next holder should not wait for this
+	// goroutine's renewer to be scheduled. A renewal still in flight fails
+	// harmlessly, as the grant is no longer held.
+	err := st.grant.Lease.Release(ctx)
 	<-st.done // prompt: the renewer only waits on renewCtx-bounded calls
-	if err := st.grant.Lease.Release(ctx); err != nil {
+	if err != nil {
 		return fmt.Errorf("release %q: %w", st.name, err)
 	}
 	return nil

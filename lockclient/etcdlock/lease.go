@@ -74,9 +74,13 @@ func (l *lease) Renew(ctx context.Context) (time.Duration, error) {
 // (etcd-io/etcd#22082 is that bug in concurrency.Mutex.Unlock); then it
 // revokes the lease. A failed revoke is not reported: the key is gone by
 // then and the lease, no longer renewed, expires within its TTL.
+//
+// The key watcher is stopped first but not waited for until the end, keeping
+// a goroutine hand-off out of the release → next holder path; if it sees the
+// delete before it stops, it closes Lost, which nobody reads by then.
 func (l *lease) Release(ctx context.Context) error {
 	l.stopOnce.Do(l.stop)
-	<-l.done
+	defer func() { <-l.done }()
 	_, err := l.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 		Then(clientv3.OpDelete(l.key)).
