@@ -1,0 +1,79 @@
+package lockclient
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is the transport to a lock service: it queues for, grants, renews
+// and releases leases. [Client] owns everything above it — validity deadlines,
+// the renewal schedule, the transport-error budget, reentrancy, callbacks — so
+// a backend stays small. Implementations: package etcdlock (etcd) and package
+// memlock (in process, with fault switches).
+//
+// A Backend must be safe for concurrent use.
+type Backend interface {
+	// CheckTTL reports an error wrapping [ErrInvalidOption] when the
+	// service cannot grant exactly ttl (for etcd: not whole seconds, or
+	// below the server's minimum). A backend must not round a TTL.
+	CheckTTL(ttl time.Duration) error
+
+	// Acquire takes a place in the FIFO queue of req.Name and returns once
+	// this caller is the holder. With req.Wait false it returns an error
+	// wrapping [ErrNotAcquired] at once when the lock is held by anyone
+	// else. When ctx ends first, Acquire removes its queue entry (best
+	// effort, bounded) and returns ctx's error. It returns an error wrapping
+	// [ErrLost] when its own queue entry vanished while it waited. Any other
+	// error is a transport error.
+	Acquire(ctx context.Context, req Request) (Grant, error)
+}
+
+// Request is what [Client] asks a [Backend] for.
+type Request struct {
+	Name string        // lock name, non-empty
+	TTL  time.Duration // already accepted by CheckTTL
+	Wait bool          // queue and wait (bounded by ctx), or fail fast
+}
+
+// Grant describes one lease obtained from a [Backend].
+type Grant struct {
+	// FencingToken is positive and strictly greater than the token of
+	// every earlier grant of the same name.
+	FencingToken int64
+
+	// OwnershipToken is random per grant; it identifies the grant and
+	// carries no order.
+	OwnershipToken string
+
+	// Start is a time, on this process's monotonic clock, no later than
+	// the moment the service started counting the grant's current TTL:
+	// the send time of the request that created or last refreshed the
+	// lease. [Client] derives the validity deadline from it.
+	Start time.Time
+
+	// TTL is the lease time the service granted from Start.
+	TTL time.Duration
+
+	// Lease renews and releases this grant.
+	Lease Lease
+}
+
+// Lease is the live side of a [Grant]. [Client] calls Renew from one
+// goroutine at a time and Release once, possibly while a last Renew is still
+// in flight (that Renew may then fail in any way); Lost may be read from any
+// goroutine. A Lease must be safe for that.
+type Lease interface {
+	// Renew extends the lease and returns the TTL granted from the moment
+	// the request was sent. It returns an error wrapping [ErrLost] when the
+	// service says the grant is gone; any other error is a transport error.
+	Renew(ctx context.Context) (time.Duration, error)
+
+	// Release gives the grant up if, and only if, it is still this grant
+	// on the service (never a later grant of the same name), and frees the
+	// backend's resources for it. Retrying after an error is safe.
+	Release(ctx context.Context) error
+
+	// Lost is closed when the backend learns, without being asked, that
+	// the grant is gone (for etcd: its key was deleted).
+	Lost() <-chan struct{}
+}
