@@ -15,7 +15,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, errUsageShown) {
+		if !errors.Is(err, errUsageShown) && !errors.As(err, new(quietError)) {
 			fmt.Fprintln(os.Stderr, "fenceproxy:", err)
 		}
 		os.Exit(exitCode(err))
@@ -29,6 +29,8 @@ Usage:
   fenceproxy serve [flags]     run the PostgreSQL wire-protocol proxy
   fenceproxy migrate --dsn DSN install or upgrade the fence store in a database
   fenceproxy hwm list|get|set  inspect or repair high-water marks
+  fenceproxy lock run NAME -- CMD [ARGS...]
+                               run a program under a lock, with its fencing token
   fenceproxy help [command]    show help for a command
 
 Run 'fenceproxy COMMAND --help' for a command's flags.
@@ -71,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runMigrate(ctx, rest, os.Getenv, stdout, stderr)
 	case "hwm":
 		return runHWM(ctx, rest, os.Getenv, stdout, stderr)
+	case "lock":
+		return runLock(ctx, rest, os.Getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/lockclient"
+	"github.com/fenceproxy/fenceproxy/lockclient/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Exit statuses of `lock run` itself (sysexits.h): the child's own status
+// is passed through otherwise.
+const (
+	exitNotAcquired = 75 // EX_TEMPFAIL: the lock was busy for the whole wait
+	exitLost        = 76 // EX_PROTOCOL: the lock was lost while the child ran
+)
+
+const lockRunUsage = `Usage: fenceproxy lock run [flags] NAME -- CMD [ARGS...]
+
+Runs CMD while holding the lock NAME, so that an unchanged program gets
+fencing. It acquires NAME (etcd), then starts CMD with
+
+  PGOPTIONS      "-c lock.fencing_token=N -c lock.resource=NAME" appended to
+                 any PGOPTIONS already set: every libpq program (psql,
+                 pgbench, …) connecting through fenceproxy carries the token
+  FENCING_TOKEN  the token N
+  LOCK_RESOURCE  NAME
+
+It renews the lock while CMD runs. If the lock is lost, CMD gets SIGTERM, then
+SIGKILL after --kill-after, and lock run exits 76. When CMD exits the lock is
+released and lock run exits with CMD's status (128+signal if it was killed).
+If the lock stays busy for --wait, lock run exits 75 naming the holder.
+SIGINT and SIGTERM are forwarded to CMD.
+
+Flags:
+`
+
+func runLock(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "run" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprint(stdout, lockRunUsage)
+			return nil
+		}
+		fmt.Fprint(stderr, lockRunUsage)
+		return errUsageShown
+	}
+	fs := newFlagSet("lock run", lockRunUsage, stdout, stderr)
+	endpoints := fs.String("etcd", envOr(getenv, "FENCEPROXY_ETCD", "127.0.0.1:2379"), "etcd `endpoints`, comma-separated (env FENCEPROXY_ETCD)")
+	prefix := fs.String("prefix", etcdlock.DefaultPrefix, "etcd key `prefix` of the locks")
+	ttl := fs.Duration("ttl", 10*time.Second, "lease `TTL` (whole seconds, at least 2s)")
+	wait := fs.Duration("wait", 30*time.Second, "how long to wait for a busy lock")
+	killAfter := fs.Duration("kill-after", 5*time.Second, "after the lock is lost, SIGKILL the child this long after SIGTERM")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) < 2 || (rest[1] == "--" && len(rest) < 3) {
+		fmt.Fprint(stderr, "fenceproxy lock run: need NAME -- CMD [ARGS...]\n\n"+lockRunUsage)
+		return errUsageShown
+	}
+	name, command := rest[0], rest[1:]
+	if command[0] == "--" {
+		command = command[1:]
+	}
+	r := &lockRun{name: name, command: command, ttl: *ttl, wait: *wait, killAfter: *killAfter, prefix: *prefix, stderr: stderr}
+	return r.run(ctx, strings.Split(*endpoints, ","))
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// lockRun is one `fenceproxy lock run`.
+type lockRun struct {
+	name      string
+	command   []string
+	ttl       time.Duration
+	wait      time.Duration
+	killAfter time.Duration
+	prefix    string
+	stderr    io.Writer
+}
+
+func (r *lockRun) logf(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "fenceproxy lock run: "+format+"\n", args...)
+}
+
+func (r *lockRun) run(ctx context.Context, endpoints []string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+	}
+	defer cli.Close()
+	backend, err := etcdlock.New(cli, etcdlock.WithPrefix(r.prefix))
+	if err != nil {
+		return err
+	}
+	locks, err := lockclient.New(backend, lockclient.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return err
+	}
+	defer locks.Close(context.Background())
+
+	lost := make(chan error, 1)
+	h, err := locks.Acquire(ctx, r.name, lockclient.WithTTL(r.ttl), lockclient.WithWait(r.wait),
+		lockclient.WithOnLost(func(_ *lockclient.Handle, err error) { lost <- err }))
+	if errors.Is(err, lockclient.ErrNotAcquired) {
+		msg := fmt.Sprintf("lock %q not acquired within %s", r.name, r.wait)
+		if holder := r.holder(cli); holder != "" {
+			msg += " (" + holder + ")"
+		}
+		return &exitError{code: exitNotAcquired, err: errors.New(msg)}
+	}
+	if err != nil {
+		return err
+	}
+	token := h.FencingToken()
+
+	// Signals to us go to the child from now on.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	child := exec.Command(r.command[0], r.command[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
+	child.Env = childEnv(os.Environ(), token, r.name)
+	if err := child.Start(); err != nil {
+		h.Release(context.Background())
+		return fmt.Errorf("start %s: %w", r.command[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+
+	for {
+		select {
+		case err := <-exited:
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if rerr := h.Release(rctx); rerr != nil && !errors.Is(rerr, lockclient.ErrLost) {
+				r.logf("release %q: %v", r.name, rerr)
+			}
+			cancel()
+			return childStatus(err)
+		case err := <-lost:
+			r.logf("lock %q (token %d) lost: %v; stopping %s", r.name, token, err, r.command[0])
+			r.stopChild(child, exited)
+			return &exitError{code: exitLost, err: fmt.Errorf("lock %q lost while %s ran", r.name, r.command[0])}
+		case sig := <-sigs:
+			child.Process.Signal(sig)
+		}
+	}
+}
+
+// stopChild sends SIGTERM, then SIGKILL after killAfter, and waits.
+func (r *lockRun) stopChild(child *exec.Cmd, exited <-chan error) {
+	child.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(r.killAfter):
+		r.logf("%s still running %s after SIGTERM; sending SIGKILL", r.command[0], r.killAfter)
+		child.Process.Kill()
+		<-exited
+	}
+}
+
+// holder describes the lock's current holder, or "" when unknown.
+func (r *lockRun) holder(cli *clientv3.Client) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, strings.TrimSuffix(r.prefix, "/")+"/"+r.name+"/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil || len(resp.Kvs) == 0 {
+		return ""
+	}
+	kv := resp.Kvs[0]
+	return fmt.Sprintf("held by lease %x with fencing token %d", kv.Lease, kv.CreateRevision)
+}
+
+// childEnv adds the token and resource to env, appending to PGOPTIONS.
+func childEnv(env []string, token int64, name string) []string {
+	opts := "-c lock.fencing_token=" + strconv.FormatInt(token, 10) + " -c lock.resource=" + pgOptionValue(name)
+	out := make([]string, 0, len(env)+3)
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "PGOPTIONS="):
+			if old := strings.TrimPrefix(kv, "PGOPTIONS="); old != "" {
+				opts = old + " " + opts
+			}
+		case strings.HasPrefix(kv, "FENCING_TOKEN="), strings.HasPrefix(kv, "LOCK_RESOURCE="):
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PGOPTIONS="+opts, "FENCING_TOKEN="+strconv.FormatInt(token, 10), "LOCK_RESOURCE="+name)
+}
+
+// pgOptionValue escapes a value for PGOPTIONS, where spaces separate options
+// and a backslash escapes the next character (libpq's options parsing).
+func pgOptionValue(v string) string {
+	var b strings.Builder
+	for _, c := range v {
+		if c == ' ' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// childStatus turns the child's exit into ours.
+func childStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return &exitError{code: 128 + int(ws.Signal()), err: quietError{}}
+	}
+	return &exitError{code: ee.ExitCode(), err: quietError{}}
+}
+
+// quietError marks an exit status that needs no message: the child spoke
+// for itself.
+type quietError struct{}
+
+func (quietError) Error() string { return "" }
