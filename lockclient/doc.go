@@ -34,8 +34,9 @@
 // allowance ([DefaultDriftAllowance]: 1% of the TTL plus 2 ms; see
 // [WithDriftAllowance]). Time spent acquiring is therefore never counted as
 // held time. One goroutine per grant renews it every TTL/3, ±10% jitter.
-// Before each renewal it checks the deadline locally: with less than half an
-// interval left the handle is Lost without asking the service. Each renewal
+// Before each renewal, and after a failed one, it checks the deadline
+// locally: with less than half an interval left the handle is Lost without
+// asking the service. Each renewal
 // is bounded by the remaining validity. Consecutive transport errors are
 // allowed up to a budget ([DefaultTransportErrorBudget]); then the handle is
 // Lost. A renewal the service rejects, or a backend noticing that the grant
