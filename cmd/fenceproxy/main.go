@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/fenceproxy/fenceproxy/internal/demo"
 )
 
 func main() {
@@ -26,6 +28,7 @@ const usage = `fenceproxy — fencing tokens for PostgreSQL, checked in the same
 as the statements they protect.
 
 Usage:
+  fenceproxy demo [--keep]     see fencing refuse a stale write, with nothing to set up
   fenceproxy serve [flags]     run the PostgreSQL wire-protocol proxy
   fenceproxy migrate --dsn DSN install or upgrade the fence store in a database
   fenceproxy hwm list|get|set  inspect or repair high-water marks
@@ -75,6 +78,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runHWM(ctx, rest, os.Getenv, stdout, stderr)
 	case "lock":
 		return runLock(ctx, rest, os.Getenv, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, rest, stdout, stderr)
+	case "demo-worker": // hidden: a worker process of the demo
+		return demo.Worker(ctx, rest, os.Stdin, stdout)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)

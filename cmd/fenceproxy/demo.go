@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+
+	"github.com/fenceproxy/fenceproxy/internal/demo"
+)
+
+const demoUsage = `Usage: fenceproxy demo [--keep]
+
+Plays the pause-and-takeover story on one machine with no set-up: an embedded
+etcd, a throwaway PostgreSQL (from the local server binaries; install Debian's
+postgresql package if you have none), and the proxy. Two worker processes
+take the same lock; the first is frozen past its lease, the second takes
+over and writes, the first wakes up and writes too. Through fenceproxy the
+late write is refused (SQLSTATE 55Z01); straight against PostgreSQL it
+silently overwrites the rightful holder's update.
+
+Flags:
+`
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", demoUsage, stdout, stderr)
+	keep := fs.Bool("keep", false, "leave the stack running after the story and print how to reach it; Ctrl-C stops it")
+	ttl := fs.Duration("ttl", 0, "the workers' lease TTL (default 2s, etcd's minimum)")
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return demo.Run(ctx, demo.Options{Self: self, Out: stdout, Keep: *keep, TTL: *ttl})
+}
