@@ -13,28 +13,37 @@ import (
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 )
 
-// demoLeftovers lists the demo's temporary directories and processes.
-func demoLeftovers(t *testing.T) []string {
-	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(tempDir(), "fenceproxy-demo-*"))
-	out, _ := exec.Command("pgrep", "-f", "demo-worker").Output()
-	if s := strings.TrimSpace(string(out)); s != "" {
-		dirs = append(dirs, "demo-worker processes: "+s)
+// leftovers returns what a demo run left: temporary directories that were
+// not there before it (before is from tempDirs) and demo worker processes
+// of binary bin.
+func leftovers(before map[string]bool, bin string) []string {
+	var left []string
+	for d := range tempDirs() {
+		if !before[d] {
+			left = append(left, d)
+		}
 	}
-	return dirs
+	out, _ := exec.Command("pgrep", "-f", bin+" demo-worker").Output()
+	if s := strings.TrimSpace(string(out)); s != "" {
+		left = append(left, "demo-worker processes: "+s)
+	}
+	return left
 }
 
-func pgDirs() map[string]bool {
-	dirs, _ := filepath.Glob(filepath.Join(tempDir(), "fenceproxy-pg-*"))
+// tempDirs lists the demo's and pgcluster's temporary directories.
+func tempDirs() map[string]bool {
 	m := map[string]bool{}
-	for _, d := range dirs {
-		m[d] = true
+	for _, pat := range []string{"fenceproxy-demo-*", "fenceproxy-pg-*"} {
+		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), pat))
+		for _, d := range dirs {
+			m[d] = true
+		}
 	}
 	return m
 }
 
 func TestDemo(t *testing.T) {
-	before := pgDirs()
+	before := tempDirs()
 	out, err := exec.Command(harness.Binary(t), "demo").CombinedOutput()
 	if err != nil {
 		t.Fatalf("fenceproxy demo: %v\n%s", err, out)
@@ -49,18 +58,13 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	if left := demoLeftovers(t); len(left) > 0 {
+	if left := leftovers(before, harness.Binary(t)); len(left) > 0 {
 		t.Errorf("demo left behind: %v", left)
-	}
-	for d := range pgDirs() {
-		if !before[d] {
-			t.Errorf("demo left its PostgreSQL directory %s", d)
-		}
 	}
 }
 
 func TestDemoKeepStopsOnInterrupt(t *testing.T) {
-	before := pgDirs()
+	before := tempDirs()
 	cmd := exec.Command(harness.Binary(t), "demo", "--keep")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -93,14 +97,23 @@ func TestDemoKeepStopsOnInterrupt(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("demo --keep still running 20s after Ctrl-C")
 	}
-	if left := demoLeftovers(t); len(left) > 0 {
+	if left := leftovers(before, harness.Binary(t)); len(left) > 0 {
 		t.Errorf("demo left behind: %v", left)
-	}
-	for d := range pgDirs() {
-		if !before[d] {
-			t.Errorf("demo left its PostgreSQL directory %s", d)
-		}
 	}
 }
 
-func tempDir() string { return os.TempDir() }
+func TestDemoWithoutServerBinaries(t *testing.T) {
+	before := tempDirs()
+	cmd := exec.Command(harness.Binary(t), "demo")
+	cmd.Env = append(os.Environ(), "PG_BIN="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("demo ran without PostgreSQL binaries")
+	}
+	if !strings.Contains(string(out), "apt-get install postgresql") {
+		t.Fatalf("the error does not say what to install:\n%s", out)
+	}
+	if left := leftovers(before, harness.Binary(t)); len(left) > 0 {
+		t.Errorf("demo left behind: %v", left)
+	}
+}

@@ -238,4 +238,19 @@ func TestLockRunPsqlThroughProxy(t *testing.T) {
 	if b := e.balance(t); b != 2 {
 		t.Fatalf("balance %d, want 2", b)
 	}
+	// pgbench, unchanged, under lock run: every transaction is fenced.
+	harnessExec(t, e.direct(), "CREATE TABLE ticks (n int)")
+	script := filepath.Join(t.TempDir(), "tick.sql")
+	os.WriteFile(script, []byte("INSERT INTO ticks VALUES (1);\n"), 0o644)
+	out, code = lockRun(t, nil, ep, "--ttl=2s", "ticks", "--", harness.Tool(t, e.pg, "pgbench"),
+		"-n", "-h", e.proxy.Host, "-p", strconv.Itoa(e.proxy.Port), "-U", pgcluster.Superuser, "-t", "20", "-f", script, e.db)
+	if code != 0 {
+		t.Fatalf("pgbench under lock run: exit %d\n%s", code, out)
+	}
+	if m := e.mark(t, "ticks"); m <= second(t, e) {
+		t.Fatalf("mark of ticks = %d: pgbench under lock run was not fenced", m)
+	}
 }
+
+// second is the mark of accounts/1, a token minted before the ticks run.
+func second(t *testing.T, e *env) int64 { return e.mark(t, "accounts/1") }

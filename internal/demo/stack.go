@@ -29,8 +29,8 @@ type stack struct {
 
 const demoDB = "postgres"
 
-func startStack(ctx context.Context) (s *stack, err error) {
-	s = &stack{}
+func startStack(ctx context.Context) (_ *stack, err error) {
+	s := &stack{}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -39,10 +39,12 @@ func startStack(ctx context.Context) (s *stack, err error) {
 	if s.dir, err = os.MkdirTemp("", "fenceproxy-demo-"); err != nil {
 		return nil, err
 	}
-	if err = s.startEtcd(); err != nil {
+	// PostgreSQL first: its binaries are the one prerequisite that may be
+	// missing, and the error says which package to install.
+	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{}); err != nil {
 		return nil, err
 	}
-	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{}); err != nil {
+	if err = s.startEtcd(); err != nil {
 		return nil, err
 	}
 	if err = s.install(ctx); err != nil {
@@ -137,14 +139,16 @@ func (s *stack) close() {
 	}
 }
 
-// removeAll removes dir, retrying briefly: etcd's WAL file pipeline may
-// still be creating its next segment for a moment after Close returns.
+// removeAll removes dir and makes sure it stays removed: etcd's WAL file
+// pipeline may still create its next segment for a moment after Close.
 func removeAll(dir string) {
-	for i := 0; i < 50; i++ {
-		if os.RemoveAll(dir) == nil {
-			if _, err := os.Stat(dir); os.IsNotExist(err) {
-				return
-			}
+	gone := 0
+	for i := 0; i < 100 && gone < 3; i++ {
+		os.RemoveAll(dir)
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			gone++
+		} else {
+			gone = 0
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
