@@ -30,10 +30,11 @@ func leftovers(before map[string]bool, bin string) []string {
 	return left
 }
 
-// tempDirs lists the demo's and pgcluster's temporary directories.
+// tempDirs lists the demo's temporary directories (its own, and its
+// PostgreSQL cluster's, "fenceproxy-demo-pg-…").
 func tempDirs() map[string]bool {
 	m := map[string]bool{}
-	for _, pat := range []string{"fenceproxy-demo-*", "fenceproxy-pg-*"} {
+	for _, pat := range []string{"fenceproxy-demo-*"} {
 		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), pat))
 		for _, d := range dirs {
 			m[d] = true

@@ -103,7 +103,7 @@ func TestLockRunNotAcquired(t *testing.T) {
 func waitForKey(t *testing.T, etcd *harness.Etcd, prefix string) *clientv3.GetResponse {
 	t.Helper()
 	cli := etcd.Client(t)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix())
 		if err == nil && len(resp.Kvs) > 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
 const hwmUsage = `Usage: fenceproxy hwm --dsn DSN list
@@ -48,7 +49,7 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer conn.Close(context.Background())
-	q := pgxQuerier{conn}
+	q := pgxhwm.Querier{Conn: conn}
 	switch rest[0] {
 	case "list":
 		marks, err := hwm.List(ctx, q)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/etcdlocks"
 	"github.com/fenceproxy/fenceproxy/lockclient"
 	"github.com/fenceproxy/fenceproxy/lockclient/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // Exit statuses of `lock run` itself (sysexits.h): the child's own status
@@ -104,20 +103,11 @@ func (r *lockRun) logf(format string, args ...any) {
 }
 
 func (r *lockRun) run(ctx context.Context, endpoints []string) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
-	}
-	defer cli.Close()
-	backend, err := etcdlock.New(cli, etcdlock.WithPrefix(r.prefix))
+	locks, cli, closeLocks, err := etcdlocks.Open(endpoints, r.prefix)
 	if err != nil {
 		return err
 	}
-	locks, err := lockclient.New(backend, lockclient.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		return err
-	}
-	defer locks.Close(context.Background())
+	defer closeLocks()
 
 	lost := make(chan error, 1)
 	h, err := locks.Acquire(ctx, r.name, lockclient.WithTTL(r.ttl), lockclient.WithWait(r.wait),

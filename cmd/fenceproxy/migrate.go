@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
 var errNoDSN = errors.New("--dsn is required (or FENCEPROXY_DSN): the database that holds the data, as the role that should own the fence store")
@@ -36,7 +37,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer conn.Close(context.Background())
-	res, err := hwm.Migrate(ctx, pgxQuerier{conn})
+	res, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: conn})
 	if err != nil {
 		return err
 	}

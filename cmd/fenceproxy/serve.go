@@ -14,6 +14,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
 const serveUsage = `Usage: fenceproxy serve [--config FILE] [--listen ADDR] [--upstream ADDR]
@@ -141,7 +142,7 @@ func verifyStore(ctx context.Context, dsn string, log *slog.Logger) {
 		return
 	}
 	defer conn.Close(context.Background())
-	st, err := hwm.Status(ctx, pgxQuerier{conn})
+	st, err := hwm.Status(ctx, pgxhwm.Querier{Conn: conn})
 	switch {
 	case err != nil:
 		log.Warn("fence store not usable: fenced statements will fail until you run fenceproxy migrate", "err", err)

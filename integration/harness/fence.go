@@ -5,22 +5,9 @@ import (
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 )
-
-// Querier adapts one pgx connection to hwm.Querier.
-type Querier struct{ Conn *pgx.Conn }
-
-// Exec implements hwm.Querier.
-func (q Querier) Exec(ctx context.Context, sql string, args ...any) error {
-	_, err := q.Conn.Exec(ctx, sql, args...)
-	return err
-}
-
-// QueryRow implements hwm.Querier.
-func (q Querier) QueryRow(ctx context.Context, sql string, args ...any) hwm.Row {
-	return q.Conn.QueryRow(ctx, sql, args...)
-}
 
 // Migrate installs the fence store in the database dsn names.
 func Migrate(t testing.TB, dsn string) {
@@ -31,7 +18,7 @@ func Migrate(t testing.TB, dsn string) {
 		t.Fatalf("harness: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := hwm.Migrate(ctx, Querier{conn}); err != nil {
+	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: conn}); err != nil {
 		t.Fatalf("harness: migrate: %v", err)
 	}
 }

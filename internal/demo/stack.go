@@ -13,6 +13,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -41,7 +42,7 @@ func startStack(ctx context.Context) (_ *stack, err error) {
 	}
 	// PostgreSQL first: its binaries are the one prerequisite that may be
 	// missing, and the error says which package to install.
-	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{}); err != nil {
+	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{DirPrefix: "fenceproxy-demo-pg-"}); err != nil {
 		return nil, err
 	}
 	if err = s.startEtcd(); err != nil {
@@ -97,7 +98,7 @@ func (s *stack) install(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := hwm.Migrate(ctx, querier{conn}); err != nil {
+	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: conn}); err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, "CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO accounts VALUES (1, 100)")
@@ -152,16 +153,4 @@ func removeAll(dir string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// querier adapts a pgx connection to hwm.Querier.
-type querier struct{ conn *pgx.Conn }
-
-func (q querier) Exec(ctx context.Context, sql string, args ...any) error {
-	_, err := q.conn.Exec(ctx, sql, args...)
-	return err
-}
-
-func (q querier) QueryRow(ctx context.Context, sql string, args ...any) hwm.Row {
-	return q.conn.QueryRow(ctx, sql, args...)
 }

@@ -7,16 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/etcdlocks"
 	"github.com/fenceproxy/fenceproxy/lockclient"
-	"github.com/fenceproxy/fenceproxy/lockclient/etcdlock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // resource is the lock name and the fencing resource of the story.
@@ -35,20 +32,11 @@ func Worker(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	locks, _, closeLocks, err := etcdlocks.Open([]string{*etcdURL}, "")
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	backend, err := etcdlock.New(cli)
-	if err != nil {
-		return err
-	}
-	locks, err := lockclient.New(backend, lockclient.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		return err
-	}
-	defer locks.Close(context.Background())
+	defer closeLocks()
 	h, err := locks.Acquire(ctx, resource, lockclient.WithTTL(*ttl), lockclient.WithWait(time.Minute))
 	if err != nil {
 		return err

@@ -9,8 +9,9 @@ import (
 )
 
 // TestPackageDocs checks that each package has a doc.go whose comment starts
-// "Package name" (or "Command" for main), and that no other file carries a
-// package comment.
+// "Package name" (or "Command" for main) and which holds nothing else, and
+// that no other file carries a package comment (STYLE.md, "What each doc.go
+// says"; tailscale's pkgdoc_test.go).
 func TestPackageDocs(t *testing.T) {
 	for _, p := range packages(t) {
 		files := append(append([]string(nil), p.GoFiles...), p.CgoFiles...)
@@ -20,7 +21,7 @@ func TestPackageDocs(t *testing.T) {
 		fset := token.NewFileSet()
 		var sawDoc bool
 		for _, name := range files {
-			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.PackageClauseOnly|parser.ParseComments)
+			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.ParseComments)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,6 +38,9 @@ func TestPackageDocs(t *testing.T) {
 			}
 			if f.Doc == nil || !strings.HasPrefix(f.Doc.Text(), want) {
 				t.Errorf("%s/doc.go: package comment must start %q", rel(p.ImportPath), want)
+			}
+			if len(f.Decls) > 0 {
+				t.Errorf("%s/doc.go holds declarations; it is for the package comment only", rel(p.ImportPath))
 			}
 		}
 		if !sawDoc {

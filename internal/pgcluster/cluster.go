@@ -36,6 +36,9 @@ type Options struct {
 	Settings map[string]string
 	// StartTimeout bounds initdb plus start-up; zero means 60s.
 	StartTimeout time.Duration
+	// DirPrefix names the temporary directory (os.MkdirTemp pattern
+	// prefix); "" means "fenceproxy-pg-".
+	DirPrefix string
 }
 
 // Cluster is a running throwaway PostgreSQL server listening on 127.0.0.1.
@@ -69,7 +72,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	defer cancel()
 
 	c := &Cluster{BinDir: binDir}
-	if err := c.makeDir(); err != nil {
+	prefix := opts.DirPrefix
+	if prefix == "" {
+		prefix = "fenceproxy-pg-"
+	}
+	if err := c.makeDir(prefix); err != nil {
 		return nil, err
 	}
 	if err := c.initdb(ctx, opts); err != nil {
@@ -87,8 +94,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 // makeDir creates the cluster's directory, owned by the user the server runs as.
-func (c *Cluster) makeDir() error {
-	dir, err := os.MkdirTemp("", "fenceproxy-pg-")
+func (c *Cluster) makeDir(prefix string) error {
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
