@@ -107,8 +107,32 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream)
-	srv := pgwire.NewServer(pgwire.Config{Upstream: cfg.Upstream, Logger: log, Fencing: fencingConfig(cfg)})
-	err = srv.Serve(ctx, ln)
+	srv := pgwire.NewServer(pgwire.Config{
+		Upstream:        cfg.Upstream,
+		DialTimeout:     cfg.UpstreamConnectTimeout,
+		StartupTimeout:  cfg.StartupTimeout,
+		MaxClientConns:  cfg.MaxClientConns,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		Logger:          log,
+		Fencing:         fencingConfig(cfg),
+	})
+	// Serve's own context is never cancelled: a signal (ctx) starts a
+	// graceful Shutdown instead, bounded by shutdown_timeout.
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.WithoutCancel(ctx), ln) }()
+	select {
+	case err = <-served:
+		log.Info("fenceproxy stopped")
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("fenceproxy shutting down", "shutdown_timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown_timeout reached: sessions still in a transaction were closed", "err", err)
+	}
+	err = <-served
 	log.Info("fenceproxy stopped")
 	return err
 }
