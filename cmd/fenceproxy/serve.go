@@ -106,8 +106,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream)
-	srv := pgwire.NewServer(pgwire.Config{
+	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream,
+		"client_tls", cfg.ClientTLS, "tls", cfg.TLSCert != "" && cfg.ClientTLS != "disable", "upstream_tls", cfg.UpstreamTLS)
+	pcfg := pgwire.Config{
 		Upstream:        cfg.Upstream,
 		DialTimeout:     cfg.UpstreamConnectTimeout,
 		StartupTimeout:  cfg.StartupTimeout,
@@ -115,7 +116,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Logger:          log,
 		Fencing:         fencingConfig(cfg),
-	})
+	}
+	certs, err := tlsSettings(cfg, &pcfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if pcfg.TLS != nil && pcfg.UpstreamTLS != pgwire.UpstreamTLSDisable {
+		log.Info("TLS on both legs: SCRAM clients connecting with TLS need channel_binding=disable (see the README)")
+	}
+	stopHup := watchHangup(certs, log)
+	defer stopHup()
+	srv := pgwire.NewServer(pcfg)
 	// Serve's own context is never cancelled: a signal (ctx) starts a
 	// graceful Shutdown instead, bounded by shutdown_timeout.
 	served := make(chan error, 1)

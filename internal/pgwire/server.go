@@ -2,6 +2,8 @@ package pgwire
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net"
@@ -33,6 +35,19 @@ type Config struct {
 	// means DefaultMaxMessageBytes. Messages the proxy streams (Bind
 	// parameters, CopyData) are bounded only by PostgreSQL's own 1 GiB.
 	MaxMessageBytes int
+	// TLS, when non-nil, is offered to clients that send SSLRequest; it
+	// must carry a certificate (Certificates or GetCertificate, which is
+	// asked at every handshake, so a reloaded certificate applies to new
+	// sessions). Nil answers SSLRequest 'N'.
+	TLS *tls.Config
+	// RequireClientTLS refuses clients that did not set up TLS with 28000
+	// after their startup packet. Cancel requests are served either way.
+	RequireClientTLS bool
+	// UpstreamTLS is the upstream connection's TLS mode; "" is disable.
+	UpstreamTLS UpstreamTLS
+	// UpstreamRootCAs verify the upstream under UpstreamTLSVerifyFull;
+	// nil means the system's roots.
+	UpstreamRootCAs *x509.CertPool
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
 	// Fencing is the fencing policy; nil means no protected tables and no

@@ -47,7 +47,8 @@ type session struct {
 	gate   *gate.Session // fencing decisions for this session
 	encBuf []byte        // scratch for encoding injected messages (client direction)
 
-	overLimit bool // accepted beyond Config.MaxClientConns: refuse after startup
+	clientTLSOn bool // the client connection is TLS
+	overLimit   bool // accepted beyond Config.MaxClientConns: refuse after startup
 
 	closeOnce  sync.Once
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
@@ -137,6 +138,11 @@ func (s *session) run(ctx context.Context) {
 		}
 		return
 	}
+	if s.srv.cfg.RequireClientTLS && !s.clientTLSOn {
+		s.log.Info("plaintext client refused", "user", startup.Parameters["user"])
+		s.sendClient(fatal(codeInvalidAuthorization, "fenceproxy: TLS is required (client_tls: require); connect with sslmode=require or stronger"))
+		return
+	}
 	if s.overLimit {
 		s.log.Warn("too many client connections", "max_client_conns", s.srv.cfg.maxClientConns())
 		s.sendClient(fatal(codeTooManyConnections, fmt.Sprintf("fenceproxy: too many client connections (max_client_conns is %d)", s.srv.cfg.maxClientConns())))
@@ -172,7 +178,20 @@ func (s *session) startup() (*pgproto3.StartupMessage, error) {
 			return nil, err
 		}
 		switch code := binary.BigEndian.Uint32(pkt); code {
-		case codeSSLRequest, codeGSSENCRequest:
+		case codeSSLRequest:
+			if s.clientTLSOn {
+				return nil, protocolViolation("SSLRequest over TLS")
+			}
+			if s.srv.cfg.TLS != nil {
+				if err := s.clientTLS(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := s.client.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case codeGSSENCRequest:
 			if _, err := s.client.Write([]byte{'N'}); err != nil {
 				return nil, err
 			}
@@ -205,12 +224,18 @@ func (s *session) cancel(req *pgproto3.CancelRequest) {
 }
 
 func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
-	conn, err := net.DialTimeout("tcp", s.srv.cfg.Upstream, s.srv.cfg.dialTimeout())
+	raw, err := net.DialTimeout("tcp", s.srv.cfg.Upstream, s.srv.cfg.dialTimeout())
 	if err != nil {
 		return err
 	}
+	deadline := time.Now().Add(s.srv.cfg.startupTimeout())
+	conn, err := s.srv.cfg.upstreamTLS(raw, deadline)
+	if err != nil {
+		raw.Close()
+		return err
+	}
 	s.upstream = conn
-	conn.SetDeadline(time.Now().Add(s.srv.cfg.startupTimeout()))
+	conn.SetDeadline(deadline)
 	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(s.client, 32*1024)
 	s.ur, s.uw = newReader(conn), bufio.NewWriterSize(conn, 32*1024)
 	buf, err := startup.Encode(nil)
@@ -248,6 +273,9 @@ func (s *session) relayAuth() error {
 				return err
 			}
 			continue
+		}
+		if typ == 'R' && len(body) >= 4 && binary.BigEndian.Uint32(body) == 10 {
+			body = stripChannelBinding(body) // AuthenticationSASL
 		}
 		if err := s.writeRaw(s.cw, typ, body); err != nil {
 			return err
