@@ -26,6 +26,10 @@ clean:
 bench-pgbench:
 	$(GO) test -run '^$$' -bench 'BenchmarkPgbench' -benchtime 3x -timeout 30m ./integration/
 
+## bench-memory: peak RSS of `fenceproxy serve` with 200 idle sessions and a 256 MiB COPY in and out
+bench-memory:
+	$(GO) test -run '^$$' -bench 'BenchmarkMemory' -benchtime 1x -timeout 30m ./integration/
+
 ## lint: gofmt, go vet and staticcheck
 lint: vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
