@@ -23,8 +23,11 @@ listen address; database, user and password pass through to the upstream.
 
 Settings come from, weakest first: defaults, the YAML file given by --config,
 the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags. Fencing
-policy (default_resource, resources, reads, admin_dsn) lives in the file; see
-the README's configuration reference.
+policy (default_resource, resources, reads, admin_dsn), TLS, limits and
+timeouts live in the file; see the README's configuration reference.
+
+SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
+finish within shutdown_timeout, exit 0. SIGHUP: re-read tls_cert and tls_key.
 
 Flags:
 `
