@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"errors"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -145,4 +147,60 @@ func splitAddr(t *testing.T, addr string) (string, int) {
 		t.Fatal(err)
 	}
 	return host, p
+}
+
+// TestShutdownInProcess drives pgwire.Server.Shutdown directly (so the race
+// detector sees it): idle sessions go at once, a transaction finishes, and
+// Shutdown returns nil once the last session ended.
+func TestShutdownInProcess(t *testing.T) {
+	e := newEnv(t)
+	idle := readyConn(t, e, "ip_idle")
+	busy := readyConn(t, e, "ip_busy")
+	bfe := pgproto3.NewFrontend(busy, busy)
+	if st := rawQuery(t, bfe, "BEGIN"); st != 'T' {
+		t.Fatalf("status %q after BEGIN", st)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.proxy.Shutdown(t.Context()) }()
+	expectFatal(t, idle, "57P01")
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with a transaction open", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if st := rawQuery(t, bfe, "SELECT 1"); st != 'T' {
+		t.Fatalf("status %q in the transaction", st)
+	}
+	if st := rawQuery(t, bfe, "ROLLBACK"); st != 'I' {
+		t.Fatalf("status %q after ROLLBACK", st)
+	}
+	expectFatalFE(t, bfe, busy, "57P01")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return after the last session ended")
+	}
+}
+
+// TestShutdownInProcessTimeout: Shutdown's ctx ends with a transaction still
+// open: the session gets 57P01 and Shutdown returns the ctx's error.
+func TestShutdownInProcessTimeout(t *testing.T) {
+	e := newEnv(t)
+	busy := readyConn(t, e, "ip_stuck")
+	bfe := pgproto3.NewFrontend(busy, busy)
+	if st := rawQuery(t, bfe, "BEGIN"); st != 'T' {
+		t.Fatalf("status %q after BEGIN", st)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.proxy.Shutdown(ctx) }()
+	expectFatalFE(t, bfe, busy, "57P01")
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want context.DeadlineExceeded", err)
+	}
+	waitBackendGone(t, e, "ip_stuck")
 }
