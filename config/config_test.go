@@ -25,6 +25,7 @@ func TestParse(t *testing.T) {
 				return c
 			}()},
 		{name: "bad duration names line", yaml: "listen: a:1\nstartup_timeout: soon\n", wantErr: "proxy.yaml:2:"},
+		{name: "bare number is not a duration", yaml: "startup_timeout: 10\n", wantErr: "proxy.yaml:1: cannot unmarshal !!int `10` into time.Duration"},
 		{name: "unknown key beside new keys", yaml: "client_tls: allow\nclient_tsl: require\n",
 			wantErr: `proxy.yaml:2: unknown key "client_tsl"`},
 		{name: "unknown key names key and line", yaml: "listen: a:1\n\nlisen: b:2\n",

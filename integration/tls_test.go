@@ -259,3 +259,22 @@ func (w syncWriter) Write(p []byte) (int, error) {
 	w.b.WriteString(string(p))
 	return len(p), nil
 }
+
+// TestSSLRequestThenPlaintext: a client that sends its startup packet in
+// plaintext right behind its SSLRequest (before any TLS handshake) gets
+// nowhere: the proxy reads nothing ahead, so those bytes meet the TLS
+// handshake, which fails, and no session reaches the upstream.
+func TestSSLRequestThenPlaintext(t *testing.T) {
+	e, _ := tlsEnv(t, pgwire.Config{})
+	conn := dialBare(t, e.proxy.Addr)
+	pkt := append([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f},
+		startupPacket(t, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": "injected"})...)
+	conn.Write(pkt)
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil || b[0] != 'S' {
+		t.Fatalf("SSLRequest answer %q, %v", b[0], err)
+	}
+	expectClosed(t, conn)
+	waitBackendGone(t, e, "injected")
+	stillServes(t, e)
+}
