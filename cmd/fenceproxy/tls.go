@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -102,7 +101,7 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, certs *certReload
 			continue
 		}
 		if err := certs.reload(); err != nil {
-			log.Warn("SIGHUP: TLS certificate reload failed; keeping the previous one", "err", errors.Unwrap(err))
+			log.Warn("SIGHUP: TLS certificate reload failed; keeping the previous one", "err", err)
 			continue
 		}
 		log.Info("SIGHUP: TLS certificate reloaded", "tls_cert", certs.certFile)
