@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet lint unit integration bench bench-pgbench fuzz clean
+.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz clean
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -28,7 +28,22 @@ clean:
 bench-pgbench:
 	$(GO) test -run '^$$' -bench 'BenchmarkPgbench' -benchtime 3x -timeout 30m ./integration/
 
+## bench-memory: peak RSS of `fenceproxy serve` with 200 idle sessions and a 256 MiB COPY in and out
+bench-memory:
+	$(GO) test -run '^$$' -bench 'BenchmarkMemory' -benchtime 1x -timeout 30m ./integration/
+
 ## lint: gofmt, go vet and staticcheck
 lint: vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s); crashers land in testdata/fuzz
+FUZZTIME ?= 30s
+FUZZ_TARGETS := internal/pgwire:FuzzReadStartup internal/pgwire:FuzzReader internal/pgwire:FuzzSession internal/gate:FuzzAnalyze \
+	internal/gate:FuzzDirectives internal/hwm:FuzzLiteralRoundTrip
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
+	done

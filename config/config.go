@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -34,6 +35,37 @@ type Config struct {
 	// AdminDSN, when set, lets the proxy verify the fence store at start-up
 	// and log what is missing. The proxy never installs it.
 	AdminDSN string `yaml:"admin_dsn"`
+
+	// TLSCert and TLSKey are PEM files of the certificate (chain) and key
+	// the proxy presents to clients that ask for TLS. Both or neither; they
+	// are re-read on SIGHUP.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// ClientTLS is "disable" (answer every SSLRequest 'N'), "allow"
+	// (default: TLS for clients that ask, when tls_cert is set) or
+	// "require" (refuse plaintext clients with 28000; needs tls_cert).
+	ClientTLS string `yaml:"client_tls"`
+	// UpstreamTLS is "disable", "prefer" (default: TLS if the server
+	// offers it, unverified), "require" (TLS, unverified) or "verify-full"
+	// (TLS, chain checked against UpstreamCA and the upstream host name).
+	UpstreamTLS string `yaml:"upstream_tls"`
+	// UpstreamCA is a PEM file of CA certificates for verify-full; empty
+	// means the system's roots.
+	UpstreamCA string `yaml:"upstream_ca"`
+
+	// MaxClientConns bounds concurrent client connections (default 100).
+	MaxClientConns int `yaml:"max_client_conns"`
+	// MaxMessageBytes bounds the client messages the proxy decodes whole:
+	// Query, Parse, Describe, Close, Execute (default 64 MiB).
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// StartupTimeout bounds a client's startup and authentication
+	// (default 10s).
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
+	// UpstreamConnectTimeout bounds connecting to the upstream (default 10s).
+	UpstreamConnectTimeout time.Duration `yaml:"upstream_connect_timeout"`
+	// ShutdownTimeout is how long SIGTERM waits for sessions in a
+	// transaction before closing them with 57P01 (default 30s).
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 }
 
 // Resource is one entry of Config.Resources.
@@ -54,6 +86,15 @@ func Default() Config {
 		Listen:   "127.0.0.1:6432",
 		Upstream: "127.0.0.1:5432",
 		Reads:    "advance",
+
+		ClientTLS:   "allow",
+		UpstreamTLS: "prefer",
+
+		MaxClientConns:         100,
+		MaxMessageBytes:        64 << 20,
+		StartupTimeout:         10 * time.Second,
+		UpstreamConnectTimeout: 10 * time.Second,
+		ShutdownTimeout:        30 * time.Second,
 	}
 }
 
@@ -127,6 +168,12 @@ func (c *Config) Validate() error {
 	if c.Reads != "advance" && c.Reads != "check" {
 		return fmt.Errorf("config: reads: %q is neither \"advance\" nor \"check\"", c.Reads)
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	seen := map[string]string{}
 	for i, r := range c.Resources {
 		if r.Name == "" {
@@ -144,6 +191,53 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("config: table %s is listed under both resource %q and %q", name, other, r.Name)
 			}
 			seen[name] = r.Name
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateTLS() error {
+	switch c.ClientTLS {
+	case "disable", "allow", "require":
+	default:
+		return fmt.Errorf("config: client_tls: %q is not one of disable, allow, require", c.ClientTLS)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("config: tls_cert and tls_key: set both or neither")
+	}
+	if c.ClientTLS == "require" && c.TLSCert == "" {
+		return errors.New("config: client_tls: require needs tls_cert and tls_key")
+	}
+	switch c.UpstreamTLS {
+	case "disable", "prefer", "require", "verify-full":
+	default:
+		return fmt.Errorf("config: upstream_tls: %q is not one of disable, prefer, require, verify-full", c.UpstreamTLS)
+	}
+	if c.UpstreamCA != "" && c.UpstreamTLS != "verify-full" {
+		return fmt.Errorf("config: upstream_ca: only used with upstream_tls: verify-full (upstream_tls is %q)", c.UpstreamTLS)
+	}
+	return nil
+}
+
+func (c *Config) validateLimits() error {
+	if c.MaxClientConns < 1 {
+		return fmt.Errorf("config: max_client_conns: %d, want at least 1", c.MaxClientConns)
+	}
+	// The bound must leave room for a query, and PostgreSQL refuses
+	// anything past 1 GiB itself.
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1<<30-1 {
+		return fmt.Errorf("config: max_message_bytes: %d, want 1024 to 1073741823 (PostgreSQL's own limit)", c.MaxMessageBytes)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"startup_timeout", c.StartupTimeout},
+		{"upstream_connect_timeout", c.UpstreamConnectTimeout},
+		{"shutdown_timeout", c.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("config: %s: %s, want a positive duration such as \"10s\"", d.key, d.v)
 		}
 	}
 	return nil

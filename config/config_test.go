@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -15,7 +16,18 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "empty keeps defaults", yaml: "", want: Default()},
 		{name: "both keys", yaml: "listen: 0.0.0.0:7000\nupstream: db:5433\n",
-			want: Config{Listen: "0.0.0.0:7000", Upstream: "db:5433", Reads: "advance"}},
+			want: func() Config { c := Default(); c.Listen, c.Upstream = "0.0.0.0:7000", "db:5433"; return c }()},
+		{name: "durations and limits", yaml: "startup_timeout: 2s\nshutdown_timeout: 1m30s\nupstream_connect_timeout: 500ms\nmax_client_conns: 7\nmax_message_bytes: 4096\n",
+			want: func() Config {
+				c := Default()
+				c.StartupTimeout, c.ShutdownTimeout, c.UpstreamConnectTimeout = 2*time.Second, 90*time.Second, 500*time.Millisecond
+				c.MaxClientConns, c.MaxMessageBytes = 7, 4096
+				return c
+			}()},
+		{name: "bad duration names line", yaml: "listen: a:1\nstartup_timeout: soon\n", wantErr: "proxy.yaml:2:"},
+		{name: "bare number is not a duration", yaml: "startup_timeout: 10\n", wantErr: "proxy.yaml:1: cannot unmarshal !!int `10` into time.Duration"},
+		{name: "unknown key beside new keys", yaml: "client_tls: allow\nclient_tsl: require\n",
+			wantErr: `proxy.yaml:2: unknown key "client_tsl"`},
 		{name: "unknown key names key and line", yaml: "listen: a:1\n\nlisen: b:2\n",
 			wantErr: `proxy.yaml:3: unknown key "lisen"`},
 		{name: "wrong type", yaml: "listen: [1, 2]\n", wantErr: "proxy.yaml:1:"},
@@ -93,5 +105,43 @@ resources:
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: err = %v, want %q", tt.yaml, err, tt.want)
 		}
+	}
+}
+
+func TestValidateTLSAndLimits(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		wantErr string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"require without cert", func(c *Config) { c.ClientTLS = "require" }, "client_tls: require needs tls_cert and tls_key"},
+		{"require with cert", func(c *Config) { c.ClientTLS, c.TLSCert, c.TLSKey = "require", "c.pem", "k.pem" }, ""},
+		{"cert without key", func(c *Config) { c.TLSCert = "c.pem" }, "tls_cert and tls_key: set both or neither"},
+		{"bad client_tls", func(c *Config) { c.ClientTLS = "on" }, `client_tls: "on" is not one of disable, allow, require`},
+		{"bad upstream_tls", func(c *Config) { c.UpstreamTLS = "verify-ca" }, `upstream_tls: "verify-ca" is not one of`},
+		{"ca without verify-full", func(c *Config) { c.UpstreamCA = "ca.pem" }, "upstream_ca: only used with upstream_tls: verify-full"},
+		{"ca with verify-full", func(c *Config) { c.UpstreamCA, c.UpstreamTLS = "ca.pem", "verify-full" }, ""},
+		{"zero conns", func(c *Config) { c.MaxClientConns = 0 }, "max_client_conns: 0, want at least 1"},
+		{"tiny messages", func(c *Config) { c.MaxMessageBytes = 10 }, "max_message_bytes: 10, want 1024 to 1073741823"},
+		{"huge messages", func(c *Config) { c.MaxMessageBytes = 1 << 30 }, "max_message_bytes: 1073741824"},
+		{"zero timeout", func(c *Config) { c.ShutdownTimeout = 0 }, `shutdown_timeout: 0s, want a positive duration`},
+		{"negative timeout", func(c *Config) { c.StartupTimeout = -time.Second }, `startup_timeout: -1s`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -22,7 +22,7 @@ var listenLine = regexp.MustCompile(`msg="fenceproxy listening" listen=(\S+)`)
 
 // startServe runs `fenceproxy serve` as a process and returns its listen
 // address once it is accepting.
-func startServe(t *testing.T, env []string, args ...string) (addr string, cmd *exec.Cmd, logs *syncBuffer) {
+func startServe(t testing.TB, env []string, args ...string) (addr string, cmd *exec.Cmd, logs *syncBuffer) {
 	t.Helper()
 	cmd = exec.Command(harness.Binary(t), append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)

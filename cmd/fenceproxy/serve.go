@@ -24,8 +24,11 @@ listen address; database, user and password pass through to the upstream.
 
 Settings come from, weakest first: defaults, the YAML file given by --config,
 the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags. Fencing
-policy (default_resource, resources, reads, admin_dsn) lives in the file; see
-the README's configuration reference.
+policy (default_resource, resources, reads, admin_dsn), TLS, limits and
+timeouts live in the file; see the README's configuration reference.
+
+SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
+finish within shutdown_timeout, exit 0. SIGHUP: re-read tls_cert and tls_key.
 
 Flags:
 `
@@ -107,9 +110,45 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream)
-	srv := pgwire.NewServer(pgwire.Config{Upstream: cfg.Upstream, Logger: log, Fencing: fencingConfig(cfg)})
-	err = srv.Serve(ctx, ln)
+	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream,
+		"client_tls", cfg.ClientTLS, "tls", cfg.TLSCert != "" && cfg.ClientTLS != "disable", "upstream_tls", cfg.UpstreamTLS)
+	pcfg := pgwire.Config{
+		Upstream:        cfg.Upstream,
+		DialTimeout:     cfg.UpstreamConnectTimeout,
+		StartupTimeout:  cfg.StartupTimeout,
+		MaxClientConns:  cfg.MaxClientConns,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		Logger:          log,
+		Fencing:         fencingConfig(cfg),
+	}
+	certs, err := tlsSettings(cfg, &pcfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if pcfg.TLS != nil && pcfg.UpstreamTLS != pgwire.UpstreamTLSDisable {
+		log.Info("TLS on both legs: SCRAM clients connecting with TLS need channel_binding=disable (see the README)")
+	}
+	stopHup := watchHangup(certs, log)
+	defer stopHup()
+	srv := pgwire.NewServer(pcfg)
+	// Serve's own context is never cancelled: a signal (ctx) starts a
+	// graceful Shutdown instead, bounded by shutdown_timeout.
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.WithoutCancel(ctx), ln) }()
+	select {
+	case err = <-served:
+		log.Info("fenceproxy stopped")
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("fenceproxy shutting down", "shutdown_timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown_timeout reached: sessions still in a transaction were closed", "err", err)
+	}
+	err = <-served
 	log.Info("fenceproxy stopped")
 	return err
 }

@@ -1,6 +1,8 @@
 // Package harness starts the real parts the integration tests run against: a
 // throwaway PostgreSQL server (one per test package, stopped by Main) and an
-// embedded etcd server, plus the fenceproxy under test.
+// embedded etcd server, plus the fenceproxy under test. The PostgreSQL server
+// has ssl=on with a certificate from TestCA, a throwaway CA that also issues
+// the proxy's certificates in TLS tests.
 //
 // A missing prerequisite fails the test and names what to install; it never
 // skips. Production code must not import this package.

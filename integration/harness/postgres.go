@@ -27,7 +27,8 @@ var (
 )
 
 // Postgres returns the test package's PostgreSQL cluster, starting it on
-// first use. It fails the test, naming what to install, when the server
+// first use. The server has ssl=on with a certificate from TestCA for
+// 127.0.0.1 and localhost. It fails the test, naming what to install, when the server
 // binaries are missing. The cluster is stopped by Main.
 func Postgres(t testing.TB) *pgcluster.Cluster {
 	t.Helper()
@@ -45,8 +46,19 @@ func Postgres(t testing.TB) *pgcluster.Cluster {
 func startPostgres() (*pgcluster.Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	caOnce.Do(func() { testCA, caErr = NewCA("fenceproxy test CA") })
+	if caErr != nil {
+		return nil, caErr
+	}
+	certPEM, keyPEM, err := testCA.Issue("postgres")
+	if err != nil {
+		return nil, err
+	}
 	c, err := pgcluster.Start(ctx, pgcluster.Options{
 		NoFsync: true,
+		// TLS is on for clients that ask (the proxy's upstream_tls tests);
+		// the DSNs the harness hands out use sslmode=disable.
+		SSL: &pgcluster.SSL{CertPEM: certPEM, KeyPEM: keyPEM},
 		HBA: []string{
 			"host all " + ScramUser + " 127.0.0.1/32 scram-sha-256",
 			"host all " + MD5User + " 127.0.0.1/32 md5",

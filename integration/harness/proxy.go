@@ -15,7 +15,12 @@ type Proxy struct {
 	Addr string // host:port clients connect to
 	Host string
 	Port int
+
+	srv *pgwire.Server
 }
+
+// Shutdown shuts the proxy down gracefully (pgwire.Server.Shutdown).
+func (p *Proxy) Shutdown(ctx context.Context) error { return p.srv.Shutdown(ctx) }
 
 // StartProxy starts a proxy in front of upstream (host:port) and stops it
 // when the test ends. cfg.Upstream and cfg.Logger are filled in when empty;
@@ -40,7 +45,7 @@ func StartProxy(t testing.TB, cfg pgwire.Config) *Proxy {
 		}
 	})
 	addr := ln.Addr().(*net.TCPAddr)
-	return &Proxy{Addr: addr.String(), Host: "127.0.0.1", Port: addr.Port}
+	return &Proxy{Addr: addr.String(), Host: "127.0.0.1", Port: addr.Port, srv: srv}
 }
 
 // DSN returns a URL connection string through the proxy.

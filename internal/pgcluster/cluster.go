@@ -34,11 +34,20 @@ type Options struct {
 	HBA []string
 	// Settings are extra server settings (-c name=value).
 	Settings map[string]string
+	// SSL, when set, turns on ssl with this certificate and key; clients
+	// may then use TLS (the default HBA rules accept both).
+	SSL *SSL
 	// StartTimeout bounds initdb plus start-up; zero means 60s.
 	StartTimeout time.Duration
 	// DirPrefix names the temporary directory (os.MkdirTemp pattern
 	// prefix); "" means "fenceproxy-pg-".
 	DirPrefix string
+}
+
+// SSL is a server certificate (chain) and its private key, PEM-encoded.
+type SSL struct {
+	CertPEM []byte
+	KeyPEM  []byte
 }
 
 // Cluster is a running throwaway PostgreSQL server listening on 127.0.0.1.
@@ -162,6 +171,20 @@ host all all ::1/128 trust
 	if c.cred != nil {
 		os.Chown(filepath.Join(c.dataDir(), "pg_hba.conf"), int(c.cred.Uid), int(c.cred.Gid))
 	}
+	if opts.SSL != nil {
+		// The server checks that the key is private to its own user.
+		for name, data := range map[string][]byte{"server.crt": opts.SSL.CertPEM, "server.key": opts.SSL.KeyPEM} {
+			path := filepath.Join(c.dataDir(), name)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				return fmt.Errorf("pgcluster: %w", err)
+			}
+			if c.cred != nil {
+				if err := os.Chown(path, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+					return fmt.Errorf("pgcluster: %w", err)
+				}
+			}
+		}
+	}
 	if err := os.Mkdir(c.sockDir(), 0o700); err != nil {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
@@ -183,6 +206,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	}
 	if opts.NoFsync {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	if opts.SSL != nil {
+		args = append(args, "-c", "ssl=on", "-c", "ssl_cert_file=server.crt", "-c", "ssl_key_file=server.key")
 	}
 	for k, v := range opts.Settings {
 		args = append(args, "-c", k+"="+v)

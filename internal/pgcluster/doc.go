@@ -8,6 +8,9 @@
 // the unprivileged user "postgres" (or "nobody" where that user is missing).
 // It must not be used for a real database: the clusters it makes trust every
 // loopback connection unless told otherwise and may run with fsync off.
+// Options.SSL turns ssl on with a given certificate and key, written into the
+// data directory with mode 0600 and owned by the server's user, as the
+// server demands.
 //
 // A Cluster is safe for concurrent use; Stop is idempotent.
 //

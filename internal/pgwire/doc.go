@@ -1,6 +1,7 @@
 // Package pgwire is fenceproxy's PostgreSQL wire-protocol front end: it owns
-// the sockets, the startup and authentication relay, cancel routing, message
-// framing and the per-connection loops.
+// the sockets, TLS on both legs, the startup and authentication relay,
+// cancel routing, message framing, limits, shutdown and the per-connection
+// loops.
 //
 // It must not decide what is fenced: that is package gate's job. pgwire peeks
 // at each message header, decodes only what it needs and forwards everything
@@ -9,28 +10,68 @@
 //
 // # Flow
 //
-// A Server accepts clients. Each session reads the client's startup packet
-// (answering SSLRequest and GSSENCRequest with 'N'), dials its own upstream
-// connection (session mode: one upstream per client), forwards the startup
+// A Server accepts clients. Each session reads the client's startup packets
+// straight from the socket, unbuffered: an SSLRequest is answered 'S' and
+// the connection switched to TLS when Config.TLS is set, else 'N'; a
+// GSSENCRequest is answered 'N'. Because nothing is read ahead, no plaintext
+// byte sent after an SSLRequest can pass for TLS data. The session then
+// dials its own upstream connection (session mode: one upstream per client),
+// negotiates TLS with it as Config.UpstreamTLS says, forwards the startup
 // message and relays the authentication exchange byte for byte, so trust,
 // cleartext, MD5 and SCRAM-SHA-256 all work without the proxy knowing a
-// password. The upstream's BackendKeyData is replaced by a key of the
-// proxy's own; a CancelRequest carrying that key is forwarded to the right
-// upstream backend with the real key.
+// password. SCRAM channel binding cannot work through a proxy (the client's
+// TLS channel is not the server's), so -PLUS mechanisms are removed from the
+// server's AuthenticationSASL. The upstream's BackendKeyData is replaced by a
+// key of the proxy's own; a CancelRequest carrying that key is forwarded to
+// the right upstream backend with the real key.
 //
-// # Concurrency
+// # Limits
+//
+// Config.MaxClientConns bounds sessions (the excess is refused after its
+// startup packet); Config.StartupTimeout bounds startup, TLS handshakes and
+// authentication; Config.DialTimeout bounds the upstream TCP connect;
+// Config.MaxMessageBytes bounds the client messages decoded whole (Query,
+// Parse, Describe, Close, Execute); any client message is bounded by
+// PostgreSQL's 1 GiB. A client message of a type PostgreSQL does not accept
+// after startup is refused, not forwarded. A message is checked before any
+// byte of it goes upstream; when the client's input is refused or the client
+// vanishes mid-message, the upstream connection is closed rather than left
+// holding part of a message.
+//
+// # Concurrency and shutdown
 //
 // Server methods are safe for concurrent use. Each session has one goroutine
-// per direction; the session's close is idempotent and reached on every
-// path, and Serve waits for every session before returning.
+// per direction: run (started by Serve, which waits for it) reads the client;
+// the upstream reader is started by run once authenticated and waited for
+// before run returns. The session's close is idempotent and reached on every
+// path. Only the upstream reader writes to the client once it runs; an error
+// for the client from the client-reading side is sent after that reader has
+// stopped.
+//
+// Serve's ctx ends everything at once. Shutdown is the graceful path: it
+// closes the listeners, closes idle sessions (ReadyForQuery status 'I' and
+// no Query, Sync or FunctionCall awaiting its ReadyForQuery) with 57P01,
+// lets the others run until the ReadyForQuery that leaves them idle, and
+// when its ctx ends closes the rest with 57P01.
 //
 // # Errors
 //
-// The proxy's own errors reach the client as ErrorResponse before the
-// connection closes: 08001 when the upstream cannot be reached, 08006 when it
-// is lost mid-session, 08P01 for a malformed startup packet.
+// The proxy's own errors reach the client as a FATAL ErrorResponse before
+// the connection closes:
+//
+//   - 08001 the upstream cannot be reached, or its TLS negotiation or
+//     certificate verification failed (the reason is in the message)
+//   - 08006 the upstream was lost mid-session or during authentication
+//   - 08P01 a malformed startup packet, an invalid message length, an
+//     unknown message type, a malformed decoded message, or a message over
+//     Config.MaxMessageBytes
+//   - 28000 a plaintext client when Config.RequireClientTLS is set
+//   - 53300 a client beyond Config.MaxClientConns
+//   - 57P01 the proxy is shutting down
 //
 // # Logs
 //
-// Keys: conn (session id), client (remote address), err.
+// Keys: conn (session id), client (remote address), err, type (a client
+// message type), user and database (session ready), max_client_conns,
+// sessions (at shutdown).
 package pgwire

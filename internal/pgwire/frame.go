@@ -34,7 +34,7 @@ func (r *reader) header() (typ byte, n int, err error) {
 	}
 	size := int32(binary.BigEndian.Uint32(r.hdr[1:]))
 	if size < 4 {
-		return 0, 0, fmt.Errorf("%w: message %q has length %d", errProtocol, r.hdr[0], size)
+		return 0, 0, fmt.Errorf("%w: invalid message length %d (type %q)", errProtocol, size, r.hdr[0])
 	}
 	return r.hdr[0], int(size) - 4, nil
 }

@@ -2,6 +2,8 @@ package pgwire
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net"
@@ -23,6 +25,29 @@ type Config struct {
 	// packet and finish authenticating; zero means 10s (like PgBouncer's
 	// client_login_timeout... which defaults to 60s; we are stricter).
 	StartupTimeout time.Duration
+	// MaxClientConns bounds the client connections served at once; a client
+	// beyond it is answered 53300 after its startup packet and closed. Zero
+	// means DefaultMaxClientConns. Cancel requests are always served.
+	MaxClientConns int
+	// MaxMessageBytes bounds the client messages the proxy decodes whole
+	// (Query, Parse, Describe, Close, Execute, and the names at the head of
+	// a Bind); a longer one is answered 08P01 and the session closed. Zero
+	// means DefaultMaxMessageBytes. Messages the proxy streams (Bind
+	// parameters, CopyData) are bounded only by PostgreSQL's own 1 GiB.
+	MaxMessageBytes int
+	// TLS, when non-nil, is offered to clients that send SSLRequest; it
+	// must carry a certificate (Certificates or GetCertificate, which is
+	// asked at every handshake, so a reloaded certificate applies to new
+	// sessions). Nil answers SSLRequest 'N'.
+	TLS *tls.Config
+	// RequireClientTLS refuses clients that did not set up TLS with 28000
+	// after their startup packet. Cancel requests are served either way.
+	RequireClientTLS bool
+	// UpstreamTLS is the upstream connection's TLS mode; "" is disable.
+	UpstreamTLS UpstreamTLS
+	// UpstreamRootCAs verify the upstream under UpstreamTLSVerifyFull;
+	// nil means the system's roots.
+	UpstreamRootCAs *x509.CertPool
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
 	// Fencing is the fencing policy; nil means no protected tables and no
@@ -44,6 +69,34 @@ func (c *Config) startupTimeout() time.Duration {
 	return 10 * time.Second
 }
 
+func (c *Config) maxClientConns() int {
+	if c.MaxClientConns > 0 {
+		return c.MaxClientConns
+	}
+	return DefaultMaxClientConns
+}
+
+func (c *Config) maxMessageBytes() int {
+	if c.MaxMessageBytes > 0 {
+		return c.MaxMessageBytes
+	}
+	return DefaultMaxMessageBytes
+}
+
+// Defaults of Config's limits.
+const (
+	// DefaultMaxClientConns is PgBouncer's max_client_conn default.
+	DefaultMaxClientConns = 100
+	// DefaultMaxMessageBytes is far below PostgreSQL's 1 GiB
+	// (PQ_LARGE_MESSAGE_LIMIT) yet far above any sane query text.
+	DefaultMaxMessageBytes = 64 << 20
+)
+
+// maxAnyMessage is PostgreSQL's own bound on any frontend message
+// (PQ_LARGE_MESSAGE_LIMIT in src/include/libpq/libpq.h): longer is refused
+// even when streamed.
+const maxAnyMessage = 1<<30 - 1
+
 // DefaultAnalyzerCacheSize is the number of distinct query texts whose
 // analysis a Server caches when Config.Fencing is nil.
 const DefaultAnalyzerCacheSize = 4096
@@ -56,10 +109,13 @@ type Server struct {
 	cancels cancelRegistry
 	fencing *gate.Config
 	nextID  atomic.Uint64
+	active  atomic.Int64 // sessions accepted and not yet ended
 
-	mu       sync.Mutex
-	sessions map[*session]struct{}
-	wg       sync.WaitGroup
+	mu         sync.Mutex
+	sessions   map[*session]struct{}
+	listeners  map[net.Listener]struct{}
+	inShutdown bool // under mu
+	wg         sync.WaitGroup
 }
 
 // NewServer returns a Server for cfg.
@@ -72,12 +128,27 @@ func NewServer(cfg Config) *Server {
 	if fencing == nil {
 		fencing = &gate.Config{Analyzer: gate.NewAnalyzer(DefaultAnalyzerCacheSize)}
 	}
-	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), fencing: fencing, sessions: map[*session]struct{}{}}
+	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), fencing: fencing, sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
 }
 
-// Serve accepts connections on ln until ctx is done, then closes ln and every
-// session and waits for them to finish. It returns nil after a cancelled ctx.
+// Serve accepts connections on ln until ctx is done or Shutdown is called.
+// When ctx is done it closes ln and every session at once; after Shutdown it
+// leaves the sessions to Shutdown. Either way it waits for every session
+// to end and returns nil; any other Accept error is returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.inShutdown {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var err error
@@ -88,16 +159,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			break
 		}
 		sess := s.newSession(conn)
+		sess.overLimit = s.active.Add(1) > int64(s.cfg.maxClientConns())
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer s.active.Add(-1)
 			sess.run(ctx)
 			s.forget(sess)
 		}()
 	}
-	s.closeAll()
+	s.mu.Lock()
+	shutdown := s.inShutdown
+	s.mu.Unlock()
+	if !shutdown {
+		s.closeAll()
+	}
 	s.wg.Wait()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || shutdown {
 		return nil
 	}
 	if errors.Is(err, net.ErrClosed) {
@@ -111,6 +189,7 @@ func (s *Server) newSession(conn net.Conn) *session {
 	sess.log = s.log.With("conn", sess.id, "client", conn.RemoteAddr().String())
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}
+	sess.draining = s.inShutdown
 	s.mu.Unlock()
 	return sess
 }
@@ -126,5 +205,65 @@ func (s *Server) closeAll() {
 	defer s.mu.Unlock()
 	for sess := range s.sessions {
 		sess.close()
+	}
+}
+
+// Shutdown stops the server gracefully. It closes the listeners, so Serve
+// accepts no more clients, and closes each idle session (between
+// transactions, nothing in flight) at once with 57P01 (admin_shutdown). A
+// session inside a transaction, or waiting for a reply, keeps running: it is
+// closed with 57P01 right after the ReadyForQuery that ends its transaction
+// reaches the client. Shutdown returns nil once every session has ended.
+//
+// If ctx is done first, Shutdown closes the remaining sessions with 57P01,
+// waits briefly for them to go, and returns ctx.Err(). Serve returns nil
+// after Shutdown; call Shutdown once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.inShutdown = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	sessions := make([]*session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	s.log.Info("shutting down", "sessions", len(sessions))
+	for _, sess := range sessions {
+		sess.drain()
+	}
+	if s.waitIdle(ctx.Done()) {
+		return nil
+	}
+	s.mu.Lock()
+	s.log.Warn("shutdown timeout: closing sessions still in a transaction", "sessions", len(s.sessions))
+	for sess := range s.sessions {
+		sess.stop()
+	}
+	s.mu.Unlock()
+	// A session whose client does not read may not take its ErrorResponse;
+	// give the rest a moment, then close the sockets under it.
+	grace, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if !s.waitIdle(grace.Done()) {
+		s.closeAll()
+	}
+	return ctx.Err()
+}
+
+// waitIdle polls until no session is left (true) or stop fires (false).
+func (s *Server) waitIdle(stop <-chan struct{}) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if s.active.Load() == 0 {
+			return true
+		}
+		select {
+		case <-stop:
+			return s.active.Load() == 0
+		case <-tick.C:
+		}
 	}
 }

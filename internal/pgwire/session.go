@@ -47,8 +47,69 @@ type session struct {
 	gate   *gate.Session // fencing decisions for this session
 	encBuf []byte        // scratch for encoding injected messages (client direction)
 
+	clientTLSOn bool // the client connection is TLS
+	overLimit   bool // accepted beyond Config.MaxClientConns: refuse after startup
+
 	closeOnce  sync.Once
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
+	quiet      atomic.Bool // the upstream is being closed on purpose: report nothing
+	adminStop  atomic.Bool // the upstream was closed for shutdown: tell the client 57P01
+
+	// Shutdown state. draining is set by Server.Shutdown (or at creation
+	// during one); proxying once the pumps run; inflight counts the Query,
+	// Sync and FunctionCall messages forwarded whose ReadyForQuery has not
+	// come back; txStatus is the last ReadyForQuery's status.
+	stateMu  sync.Mutex
+	draining bool
+	proxying bool
+	inflight int
+	txStatus byte
+}
+
+// drain asks the session to end at its next idle moment: now, if it is
+// idle; otherwise after the ReadyForQuery that leaves it idle. A session
+// still starting up ends when it gets there.
+func (s *session) drain() {
+	s.stateMu.Lock()
+	s.draining = true
+	idle := s.proxying && s.inflight == 0 && s.txStatus == 'I'
+	s.stateMu.Unlock()
+	if idle {
+		s.log.Info("closing idle session for shutdown")
+		s.stopUpstream()
+	}
+}
+
+// stop ends the session now, telling the client 57P01 when it is past
+// startup.
+func (s *session) stop() {
+	s.stateMu.Lock()
+	s.draining = true
+	proxying := s.proxying
+	s.stateMu.Unlock()
+	if proxying {
+		s.log.Info("closing session for shutdown", "tx_status", string(s.status()))
+		s.stopUpstream()
+		return
+	}
+	s.close()
+}
+
+func (s *session) status() byte {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.txStatus
+}
+
+// stopUpstream closes the upstream connection so that the upstream reader,
+// which owns s.cw, tells the client 57P01 and ends the session.
+func (s *session) stopUpstream() {
+	s.adminStop.Store(true)
+	s.upstream.Close()
+}
+
+func shutdownError() *pgproto3.ErrorResponse {
+	return fatal(codeAdminShutdown, "fenceproxy: terminating connection because the proxy is shutting down")
 }
 
 func (s *session) close() {
@@ -68,9 +129,23 @@ func (s *session) run(ctx context.Context) {
 	s.client.SetDeadline(time.Now().Add(s.srv.cfg.startupTimeout()))
 	startup, err := s.startup()
 	if err != nil || startup == nil {
-		if err != nil && !isClosed(err) {
+		var ce *clientError
+		if errors.As(err, &ce) {
+			s.sendClient(fatal(ce.code, ce.msg))
+		}
+		if err != nil && !isClosed(err) && err != io.EOF {
 			s.log.Info("startup failed", "err", err)
 		}
+		return
+	}
+	if s.srv.cfg.RequireClientTLS && !s.clientTLSOn {
+		s.log.Info("plaintext client refused", "user", startup.Parameters["user"])
+		s.sendClient(fatal(codeInvalidAuthorization, "fenceproxy: TLS is required (client_tls: require); connect with sslmode=require or stronger"))
+		return
+	}
+	if s.overLimit {
+		s.log.Warn("too many client connections", "max_client_conns", s.srv.cfg.maxClientConns())
+		s.sendClient(fatal(codeTooManyConnections, fmt.Sprintf("fenceproxy: too many client connections (max_client_conns is %d)", s.srv.cfg.maxClientConns())))
 		return
 	}
 	if err := s.connectUpstream(startup); err != nil {
@@ -96,26 +171,41 @@ func (s *session) run(ctx context.Context) {
 func (s *session) startup() (*pgproto3.StartupMessage, error) {
 	for {
 		pkt, err := readStartup(s.client)
+		if errors.Is(err, errProtocol) {
+			return nil, protocolViolation(err.Error())
+		}
 		if err != nil {
 			return nil, err
 		}
 		switch code := binary.BigEndian.Uint32(pkt); code {
-		case codeSSLRequest, codeGSSENCRequest:
+		case codeSSLRequest:
+			if s.clientTLSOn {
+				return nil, protocolViolation("SSLRequest over TLS")
+			}
+			if s.srv.cfg.TLS != nil {
+				if err := s.clientTLS(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := s.client.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case codeGSSENCRequest:
 			if _, err := s.client.Write([]byte{'N'}); err != nil {
 				return nil, err
 			}
 		case codeCancelRequest:
 			var req pgproto3.CancelRequest
 			if err := req.Decode(pkt); err != nil {
-				return nil, fmt.Errorf("%w: %v", errProtocol, err)
+				return nil, protocolViolation("invalid cancel request: " + err.Error())
 			}
 			s.cancel(&req)
 			return nil, nil
 		default:
 			var msg pgproto3.StartupMessage
 			if err := msg.Decode(pkt); err != nil {
-				s.sendClient(fatal(codeProtocolViolation, "fenceproxy: invalid startup packet: "+err.Error()))
-				return nil, fmt.Errorf("%w: %v", errProtocol, err)
+				return nil, protocolViolation("invalid startup packet: " + err.Error())
 			}
 			return &msg, nil
 		}
@@ -134,12 +224,18 @@ func (s *session) cancel(req *pgproto3.CancelRequest) {
 }
 
 func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
-	conn, err := net.DialTimeout("tcp", s.srv.cfg.Upstream, s.srv.cfg.dialTimeout())
+	raw, err := net.DialTimeout("tcp", s.srv.cfg.Upstream, s.srv.cfg.dialTimeout())
 	if err != nil {
 		return err
 	}
+	deadline := time.Now().Add(s.srv.cfg.startupTimeout())
+	conn, err := s.srv.cfg.upstreamTLS(raw, deadline)
+	if err != nil {
+		raw.Close()
+		return err
+	}
 	s.upstream = conn
-	conn.SetDeadline(time.Now().Add(s.srv.cfg.startupTimeout()))
+	conn.SetDeadline(deadline)
 	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(s.client, 32*1024)
 	s.ur, s.uw = newReader(conn), bufio.NewWriterSize(conn, 32*1024)
 	buf, err := startup.Encode(nil)
@@ -177,6 +273,9 @@ func (s *session) relayAuth() error {
 				return err
 			}
 			continue
+		}
+		if typ == 'R' && len(body) >= 4 && binary.BigEndian.Uint32(body) == 10 {
+			body = stripChannelBinding(body) // AuthenticationSASL
 		}
 		if err := s.writeRaw(s.cw, typ, body); err != nil {
 			return err
@@ -233,46 +332,117 @@ func (s *session) relayAuthReply() error {
 }
 
 // proxy relays messages both ways until either side closes.
+//
+// When the client's input breaks the protocol, the upstream connection is
+// closed first (session mode: nothing half-forwarded survives), its reader
+// stops, and then the client is told why: the reader owns s.cw until it has
+// exited.
 func (s *session) proxy() {
+	s.stateMu.Lock()
+	s.proxying, s.txStatus = true, 'I'
+	draining := s.draining
+	s.stateMu.Unlock()
+	if draining {
+		s.sendClient(shutdownError())
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		s.pumpUpstream()
-		s.close()
+		if !s.quiet.Load() {
+			s.close()
+		}
 	}()
-	s.pumpClient()
+	err := s.pumpClient()
+	var ce *clientError
+	if errors.As(err, &ce) {
+		s.log.Info("client message refused", "err", err)
+		s.quiet.Store(true)
+		s.upstream.Close()
+		<-done
+		// Drop whatever part of an upstream message was left unsent, so the
+		// ErrorResponse starts on a message boundary.
+		s.cw.Reset(s.client)
+		s.sendClient(fatal(ce.code, ce.msg))
+	} else if s.adminStop.Load() {
+		<-done // the upstream reader is telling the client why
+	}
 	s.close()
 	<-done
 }
 
 // pumpClient forwards client messages upstream until the client leaves,
 // showing gate the messages it decides on.
-func (s *session) pumpClient() {
+// It returns a *clientError when the client's input must be refused.
+func (s *session) pumpClient() error {
 	for {
 		typ, n, err := s.cr.header()
+		if errors.Is(err, errProtocol) {
+			return protocolViolation(err.Error())
+		}
 		if err != nil {
 			if !isClosed(err) && err != io.EOF {
 				s.log.Info("client read", "err", err)
 			}
-			return
+			return nil
+		}
+		if err := s.checkClientMessage(typ, n); err != nil {
+			return err
+		}
+		switch typ {
+		case 'Q', 'S', 'F': // each is answered by one ReadyForQuery
+			s.stateMu.Lock()
+			s.inflight++
+			s.stateMu.Unlock()
 		}
 		if err := s.clientMessage(typ, n); err != nil {
+			var ce *clientError
+			if errors.As(err, &ce) {
+				return err
+			}
 			if !isClosed(err) {
 				s.log.Info("client message", "type", string(typ), "err", err)
 			}
-			return
+			return nil
 		}
 		if typ == 'X' {
 			s.terminated.Store(true)
 			s.uw.Flush()
-			return
+			return nil
 		}
 		if s.cr.idle() {
 			if err := s.uw.Flush(); err != nil {
-				return
+				return nil
 			}
 		}
 	}
+}
+
+// checkClientMessage refuses a message type PostgreSQL does not accept
+// after startup and a length beyond the proxy's limits, before a byte of
+// the message is forwarded.
+//
+// Unknown types are refused here, as PostgreSQL would (postgres.c
+// SocketBackend: "invalid frontend message type"), rather than forwarded:
+// the proxy cannot frame what it does not know, and gate must see every
+// message that can run SQL.
+func (s *session) checkClientMessage(typ byte, n int) error {
+	switch typ {
+	case 'Q', 'P', 'B', 'E', 'D', 'C', 'H', 'S', 'F', 'X', 'd', 'c', 'f':
+	default:
+		return protocolViolation(fmt.Sprintf("invalid frontend message type %d", typ))
+	}
+	if n > maxAnyMessage-4 {
+		return protocolViolation(fmt.Sprintf("invalid message length %d", n+4))
+	}
+	switch typ {
+	case 'Q', 'P', 'E', 'D', 'C':
+		if limit := s.srv.cfg.maxMessageBytes(); n+4 > limit {
+			return protocolViolation(fmt.Sprintf("message %q of %d bytes exceeds max_message_bytes (%d)", typ, n+4, limit))
+		}
+	}
+	return nil
 }
 
 // clientMessage forwards one client message whose header has been read.
@@ -285,7 +455,7 @@ func (s *session) clientMessage(typ byte, n int) error {
 		}
 		var q pgproto3.Query
 		if err := q.Decode(body); err != nil {
-			return err
+			return protocolViolation("invalid Query message: " + err.Error())
 		}
 		s.gateMu.Lock()
 		text, changed := s.gate.Query(q.String)
@@ -301,7 +471,7 @@ func (s *session) clientMessage(typ byte, n int) error {
 		}
 		var p pgproto3.Parse
 		if err := p.Decode(body); err != nil {
-			return err
+			return protocolViolation("invalid Parse message: " + err.Error())
 		}
 		s.gateMu.Lock()
 		s.gate.Parse(p.Name, p.Query)
@@ -316,7 +486,7 @@ func (s *session) clientMessage(typ byte, n int) error {
 		}
 		var e pgproto3.Execute
 		if err := e.Decode(body); err != nil {
-			return err
+			return protocolViolation("invalid Execute message: " + err.Error())
 		}
 		s.gateMu.Lock()
 		inject := s.gate.Execute(e.Portal)
@@ -332,8 +502,8 @@ func (s *session) clientMessage(typ byte, n int) error {
 		if err != nil {
 			return err
 		}
-		if len(body) < 2 {
-			return fmt.Errorf("%w: short %q message", errProtocol, typ)
+		if len(body) < 2 || body[len(body)-1] != 0 {
+			return protocolViolation(fmt.Sprintf("invalid %q message", typ))
 		}
 		s.gateMu.Lock()
 		if typ == 'D' {
@@ -363,11 +533,11 @@ func (s *session) clientMessage(typ byte, n int) error {
 func (s *session) bind(n int) error {
 	portal, err := s.cr.cstring(n)
 	if err != nil {
-		return err
+		return bindError(err)
 	}
 	stmt, err := s.cr.cstring(n - len(portal) - 1)
 	if err != nil {
-		return err
+		return bindError(err)
 	}
 	s.gateMu.Lock()
 	s.gate.Bind(portal, stmt)
@@ -382,6 +552,13 @@ func (s *session) bind(n int) error {
 	return s.cr.copyBody(s.uw, n-len(portal)-len(stmt)-2)
 }
 
+func bindError(err error) error {
+	if errors.Is(err, errProtocol) {
+		return protocolViolation("invalid Bind message: " + err.Error())
+	}
+	return err
+}
+
 // pumpUpstream forwards upstream messages to the client until the upstream
 // leaves; then it tells the client why, if the upstream did not. Replies to
 // messages the gate injected are dropped.
@@ -390,7 +567,11 @@ func (s *session) pumpUpstream() {
 	for {
 		typ, n, err := s.ur.header()
 		if err != nil {
-			if !lastFatal && !isClosed(err) && !s.terminated.Load() {
+			if s.adminStop.Load() {
+				s.sendClient(shutdownError())
+				return
+			}
+			if !lastFatal && !s.quiet.Load() && !isClosed(err) && !s.terminated.Load() {
 				s.log.Warn("upstream lost", "err", err)
 				s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
 			}
@@ -398,9 +579,20 @@ func (s *session) pumpUpstream() {
 		}
 		closing, err := s.upstreamMessage(typ, n)
 		if err != nil {
+			if s.adminStop.Load() {
+				s.cw.Reset(s.client) // drop the unsent part of the message
+				s.sendClient(shutdownError())
+			}
 			return
 		}
 		lastFatal = closing
+		if typ == 'Z' && s.readyForQuery() {
+			s.log.Info("closing session for shutdown at the end of its transaction")
+			s.adminStop.Store(true)
+			s.cw.Flush()
+			s.sendClient(shutdownError())
+			return
+		}
 		if s.ur.idle() {
 			if err := s.cw.Flush(); err != nil {
 				return
@@ -445,6 +637,10 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		s.gateMu.Lock()
 		s.gate.ReadyForQuery(body[0])
 		s.gateMu.Unlock()
+		s.stateMu.Lock()
+		s.txStatus = body[0]
+		s.inflight = max(s.inflight-1, 0)
+		s.stateMu.Unlock()
 		return false, s.writeRaw(s.cw, typ, body)
 	}
 	s.gateMu.Lock()
@@ -457,6 +653,14 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		return false, err
 	}
 	return false, s.ur.copyBody(s.cw, n)
+}
+
+// readyForQuery is called after a ReadyForQuery was relayed: it reports
+// whether the session should now end for a shutdown.
+func (s *session) readyForQuery() bool {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.draining && s.inflight == 0 && s.txStatus == 'I'
 }
 
 func (s *session) writeUpstream(msg pgproto3.FrontendMessage) error {
