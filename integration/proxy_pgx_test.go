@@ -198,10 +198,13 @@ func TestPgxListenNotify(t *testing.T) {
 	notifier := connect(t, e.direct(), pgx.QueryExecModeExec)
 	// The listener is idle when the notification is sent: the proxy must
 	// deliver it without waiting for the client to say anything.
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
 		time.Sleep(100 * time.Millisecond)
 		notifier.Exec(context.Background(), "NOTIFY jobs, 'job-17'")
 	}()
+	defer func() { <-sent }()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	n, err := listener.WaitForNotification(ctx)
