@@ -17,10 +17,36 @@
 //
 // # Place in the flow
 //
-// internal/pgwire decodes frontend messages and hands them to gate; gate
-// returns a decision value (pass, pass with an injected prefix, reject with a
-// SQLSTATE, hide the next N replies) and pgwire does the writing. Gate asks
+// internal/pgwire decodes the frontend messages gate needs (Query, Parse,
+// the names of a Bind, Execute, Describe, Close, Sync, FunctionCall) and
+// calls the matching [Session] method; gate answers with values — a
+// rewritten Query text, or messages to send before an Execute — and pgwire
+// does the writing. On the way back pgwire shows gate every reply's type (and
+// decodes ErrorResponse and ReadyForQuery for it); gate answers with a
+// [Verdict]: forward, hide (the reply answers an injected message) or
+// replace (an injected check's error, cleaned of internal context). Gate asks
 // internal/hwm for the SQL of check-and-advance; nothing calls back up.
+//
+// # How a session decides
+//
+// A token may be in a statement's comment, or in the session's settings
+// (SET, set_config, startup options): once a session may carry a setting
+// token, every transaction's first read or write gets a check, and the
+// server evaluates current_setting('lock.fencing_token') inside it, so gate
+// never has to mirror PostgreSQL's setting rules. Gate refuses nothing by
+// itself: a refusal it decides (a malformed comment token, a write to schema
+// fence, a token on a statement that cannot run in a transaction block) is
+// injected as a statement that makes the server raise the error, so the
+// transaction fails exactly as it would for any failed statement.
+//
+// Replies are matched to what was sent through a queue of slots, one per
+// message sent upstream, in order; after an error the server skips to Sync
+// and so does the queue. A transaction counts as checked for the next unit
+// (a Query, or extended messages up to Sync) only when the server confirmed
+// the check and every earlier unit has been answered, so pipelining never
+// makes gate skip a check it needs; a ROLLBACK TO SAVEPOINT, a change of the
+// token or resource, or the end of the transaction makes the next statement
+// check again.
 //
 // Statement analysis is the pure bottom layer: [Analyze] parses a Query
 // string with pg_query (PostgreSQL's own parser, compiled in through cgo),
@@ -33,6 +59,8 @@
 //
 // # Concurrency
 //
+// A [Session] is not safe for concurrent use: pgwire serializes the calls of
+// its two directions under one mutex. [Config] is read-only once shared.
 // [Analyze] and [ParseDirectives] are safe for concurrent use. An [Analyzer]
 // is safe for concurrent use and meant to be shared by all sessions of a
 // proxy. The *Analysis values it returns are shared between callers and must
@@ -59,4 +87,10 @@
 //
 // Both SQLSTATE-carrying errors have a SQLState() string method, so callers
 // can ask through a one-method interface instead of switching on types.
+//
+// Refusals gate injects: 42501 for statements that would write or alter
+// schema fence, 0A000 for a token on a statement that cannot run in a
+// transaction block, 22023 for malformed directives, 42601 for text that
+// could not be analysed while fencing is in play. Errors of an injected check
+// pass through hwm.ClientError (55Z03 when the fence store is missing).
 package gate
