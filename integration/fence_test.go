@@ -458,6 +458,35 @@ func TestNoTxnBlockStatementWithTokenRefused(t *testing.T) {
 		t.Errorf("message %q does not name the statement", pgErr.Message)
 	}
 	mustExec(t, c, "VACUUM accounts") // without a token it runs
+
+	// A token in the session's setting refuses it too, through a pre-check
+	// of its own (VACUUM cannot share a transaction with the check).
+	mustExec(t, c, "SET lock.fencing_token = 5")
+	_, err = c.Exec(t.Context(), "VACUUM accounts")
+	pgErr = wantCode(t, err, "0A000")
+	if !strings.Contains(pgErr.Message, "VACUUM") || pgErr.Where != "" {
+		t.Errorf("refusal %q (where %q)", pgErr.Message, pgErr.Where)
+	}
+	if err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("connection unusable after the refusal: %v", err)
+	}
+	// Once the setting is empty again, VACUUM runs (the session still
+	// counts as one that may carry a token, so the pre-check runs and passes).
+	mustExec(t, c, "RESET lock.fencing_token")
+	mustExec(t, c, "VACUUM accounts")
+	mustExec(t, c, "CREATE INDEX CONCURRENTLY accounts_balance ON accounts (balance)")
+	// And ordinary statements still work and are fenced as before.
+	mustExec(t, c, "SET lock.fencing_token = 6")
+	mustExec(t, c, "SET lock.resource = 'vac'")
+	mustExec(t, c, "UPDATE accounts SET balance = balance WHERE id = 1")
+	if m := e.mark(t, "vac"); m != 6 {
+		t.Fatalf("mark %d, want 6", m)
+	}
+	// psql, which waits for each reply, sees the same.
+	out, _ := e.psql(t, "SET lock.resource = 'vac';\nSET lock.fencing_token = 7;\nVACUUM accounts;\nSELECT 'still here';\n", "-v", "ON_ERROR_STOP=0")
+	if !strings.Contains(out, "cannot run inside a transaction block") || !strings.Contains(out, "still here") {
+		t.Errorf("psql output:\n%s", out)
+	}
 }
 
 // TestTokenChangedMidTransaction: a transaction that switches to another

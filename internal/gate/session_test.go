@@ -238,3 +238,38 @@ func BenchmarkSessionExtended(b *testing.B) {
 		})
 	}
 }
+
+func TestPrecheck(t *testing.T) {
+	s := newTestSession(nil)
+	if _, ok := s.Precheck("VACUUM t"); ok {
+		t.Fatal("pre-check in a session that never set a token")
+	}
+	s = newTestSession(map[string]string{"options": "-c lock.fencing_token=5"})
+	if _, ok := s.Precheck("UPDATE t SET v = 1"); ok {
+		t.Fatal("pre-check for a statement that can be fenced in its transaction")
+	}
+	pre, ok := s.Precheck("VACUUM t")
+	if !ok || !strings.Contains(pre, "current_setting('lock.fencing_token', true) <> ''") || !strings.Contains(pre, "'0A000'") {
+		t.Fatalf("pre-check %q, %v", pre, ok)
+	}
+	// Passed: its CommandComplete and ReadyForQuery are hidden; the client's
+	// Query follows.
+	if got := replies(s, "CZ", 'I'); got != "" {
+		t.Fatalf("client saw %q of a passed pre-check", got)
+	}
+	if r := s.TakePrecheck(); r != PrecheckProceed {
+		t.Fatalf("outcome %v, want proceed", r)
+	}
+	if r := s.TakePrecheck(); r != PrecheckNone {
+		t.Fatalf("outcome taken twice: %v", r)
+	}
+	// Refused: the client sees the error and ReadyForQuery, as the answer to
+	// its Query, which is then dropped.
+	s.Precheck("VACUUM t")
+	if got := replies(s, "EZ", 'I'); got != "EZ" {
+		t.Fatalf("client saw %q, want EZ", got)
+	}
+	if r := s.TakePrecheck(); r != PrecheckRefused {
+		t.Fatalf("outcome %v, want refused", r)
+	}
+}

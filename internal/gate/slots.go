@@ -36,6 +36,10 @@ type slot struct {
 	ends        bool
 	endsChecked bool
 	key         checkKey
+
+	// For a pre-check Query (see Session.Precheck): whether it failed.
+	precheck bool
+	failed   bool
 }
 
 // injKind says whether a statement of a Query was the client's or injected.

@@ -109,6 +109,22 @@ func AppendRaise(dst []byte, sqlstate, message string) []byte {
 	return appendDollarQuoted(dst, string(body), "fence")
 }
 
+// AppendRaiseIfToken is AppendRaise guarded by the session's fencing
+// setting: the statement raises only when lock.fencing_token is set to a
+// non-empty value, and otherwise does nothing. The proxy sends it, as a Query
+// of its own, before a statement that cannot run inside a transaction block,
+// so that a token set in the session refuses it as a comment token would.
+func AppendRaiseIfToken(dst []byte, sqlstate, message string) []byte {
+	body := make([]byte, 0, len(message)+160)
+	body = append(body, "BEGIN IF pg_catalog.current_setting('lock.fencing_token', true) <> '' THEN RAISE EXCEPTION USING ERRCODE = "...)
+	body = appendLiteral(body, strings.ReplaceAll(sqlstate, "\x00", ""))
+	body = append(body, ", MESSAGE = "...)
+	body = appendLiteral(body, strings.ReplaceAll(message, "\x00", "\uFFFD"))
+	body = append(body, "; END IF; END"...)
+	dst = append(dst, "DO "...)
+	return appendDollarQuoted(dst, string(body), "fence")
+}
+
 func appendBool(dst []byte, b bool) []byte {
 	if b {
 		return append(dst, "true"...)

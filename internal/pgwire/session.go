@@ -50,6 +50,9 @@ type session struct {
 	clientTLSOn bool // the client connection is TLS
 	overLimit   bool // accepted beyond Config.MaxClientConns: refuse after startup
 
+	precheckDone chan gate.PrecheckResult // outcome of a pre-check, to the client pump
+	closed       chan struct{}            // closed by close
+
 	closeOnce  sync.Once
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
 	quiet      atomic.Bool // the upstream is being closed on purpose: report nothing
@@ -114,6 +117,7 @@ func shutdownError() *pgproto3.ErrorResponse {
 
 func (s *session) close() {
 	s.closeOnce.Do(func() {
+		close(s.closed)
 		s.client.Close()
 		if s.upstream != nil {
 			s.upstream.Close()
@@ -457,6 +461,9 @@ func (s *session) clientMessage(typ byte, n int) error {
 		if err := q.Decode(body); err != nil {
 			return protocolViolation("invalid Query message: " + err.Error())
 		}
+		if proceed, err := s.precheck(q.String); !proceed || err != nil {
+			return err
+		}
 		s.gateMu.Lock()
 		text, changed := s.gate.Query(q.String)
 		s.gateMu.Unlock()
@@ -635,12 +642,19 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 			return false, fmt.Errorf("%w: ReadyForQuery of %d bytes", errProtocol, len(body))
 		}
 		s.gateMu.Lock()
-		s.gate.ReadyForQuery(body[0])
+		v := s.gate.ReadyForQuery(body[0])
+		pre := s.gate.TakePrecheck()
 		s.gateMu.Unlock()
 		s.stateMu.Lock()
 		s.txStatus = body[0]
 		s.inflight = max(s.inflight-1, 0)
 		s.stateMu.Unlock()
+		if pre != gate.PrecheckNone {
+			s.precheckDone <- pre // buffered: one pre-check at a time
+		}
+		if v == gate.Hide {
+			return false, nil
+		}
 		return false, s.writeRaw(s.cw, typ, body)
 	}
 	s.gateMu.Lock()
@@ -661,6 +675,40 @@ func (s *session) readyForQuery() bool {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
 	return s.draining && s.inflight == 0 && s.txStatus == 'I'
+}
+
+// precheck runs gate's pre-check for a Query, if it wants one, as a Query of
+// its own, and waits for its outcome: proceed is false when the client's
+// Query must be dropped (the client already got the refusal and its
+// ReadyForQuery).
+func (s *session) precheck(query string) (proceed bool, err error) {
+	s.gateMu.Lock()
+	pre, ok := s.gate.Precheck(query)
+	s.gateMu.Unlock()
+	if !ok {
+		return true, nil
+	}
+	s.stateMu.Lock()
+	s.inflight++ // the pre-check has a ReadyForQuery of its own
+	s.stateMu.Unlock()
+	if err := s.writeUpstream(&pgproto3.Query{String: pre}); err != nil {
+		return false, err
+	}
+	if err := s.uw.Flush(); err != nil {
+		return false, err
+	}
+	select {
+	case r := <-s.precheckDone:
+		if r == gate.PrecheckRefused {
+			s.stateMu.Lock()
+			s.inflight = max(s.inflight-1, 0) // the client's Query is never sent
+			s.stateMu.Unlock()
+			return false, nil
+		}
+		return true, nil
+	case <-s.closed:
+		return false, net.ErrClosed
+	}
 }
 
 func (s *session) writeUpstream(msg pgproto3.FrontendMessage) error {
