@@ -19,8 +19,9 @@ func replies(s *Session, types string, status byte) string {
 		typ := types[i]
 		switch typ {
 		case 'Z':
-			s.ReadyForQuery(status)
-			seen.WriteByte('Z')
+			if s.ReadyForQuery(status) == Forward {
+				seen.WriteByte('Z')
+			}
 		case 'E':
 			if s.Error(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "55Z01"}) != Hide {
 				seen.WriteByte('E')
