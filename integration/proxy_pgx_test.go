@@ -273,7 +273,7 @@ func TestPgxCancelKeepsConnection(t *testing.T) {
 
 func TestPgxLargeValues(t *testing.T) {
 	if testing.Short() {
-		t.Skip("64 MiB each way; skipped in -short")
+		t.Skip("short mode: 64 MiB each way")
 	}
 	e := newEnv(t)
 	conn := connect(t, e.viaProxy(), pgx.QueryExecModeExec)

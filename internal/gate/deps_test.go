@@ -10,7 +10,7 @@ import (
 // driver, no test code in production (STYLE.md, "Layout").
 func TestDeps(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs go list")
+		t.Skip("short mode: runs go list")
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
 	if err != nil {

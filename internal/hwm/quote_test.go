@@ -69,7 +69,7 @@ func FuzzLiteralRoundTrip(f *testing.F) {
 	pg := newStore(f).super(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		if !utf8.ValidString(s) {
-			t.Skip("the server checks the query's encoding first")
+			return // not a query text: the server rejects invalid UTF-8 before parsing
 		}
 		roundTrip(t, pg, s)
 	})
