@@ -543,3 +543,25 @@ func harnessExec(t testing.TB, dsn string, stmts ...string) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeallocateAllKeepsFencing: DEALLOCATE ALL drops the proxy's prepared
+// check statement too; fencing goes on (the check is prepared again).
+func TestDeallocateAllKeepsFencing(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	mustExec(t, c, "SET lock.resource = 'dealloc'")
+	mustExec(t, c, "SET lock.fencing_token = 3")
+	mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	mustExec(t, c, "BEGIN")
+	mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	mustExec(t, c, "DEALLOCATE ALL")
+	mustExec(t, c, "COMMIT")
+	mustExec(t, c, "SET lock.fencing_token = 4")
+	mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	if m := e.mark(t, "dealloc"); m != 4 {
+		t.Fatalf("mark %d after DEALLOCATE ALL, want 4", m)
+	}
+	mustExec(t, c, "SET lock.fencing_token = 2")
+	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	wantCode(t, err, "55Z01")
+}

@@ -185,8 +185,9 @@ func (s *Session) analyze(sql string) (*Analysis, error) {
 // transaction (COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION), undo a
 // check (ROLLBACK TO), change the fencing settings (SET/RESET lock.…,
 // set_config, RESET ALL, DISCARD ALL), carry a directive or mention schema
-// fence ("fenc"). A false match only costs a parse.
-var changeWords = [...]string{"commit", "end", "rollback", "abort", "prepare", "lock.", "set_config", "reset", "discard", "fenc"}
+// fence ("fenc"), or drop the prepared check statement (DEALLOCATE, DISCARD).
+// A false match only costs a parse.
+var changeWords = [...]string{"commit", "end", "rollback", "abort", "prepare", "lock.", "set_config", "reset", "discard", "dealloc", "fenc"}
 
 func mayChangeFencing(sql string) bool {
 	for _, w := range changeWords {
@@ -648,8 +649,10 @@ func (s *Session) Error(e *pgproto3.ErrorResponse) Verdict {
 		return Forward
 	}
 	injected, check := h.isInjected(), h.isCheck()
-	if h.parse {
-		s.checkParsed = false // the check statement was not prepared
+	if h.parse || (check && e.Code == "26000") {
+		// The check statement was not prepared, or is gone (the client ran
+		// DEALLOCATE ALL in a way gate did not see): prepare it next time.
+		s.checkParsed = false
 	}
 	if h.kind == slotQuery {
 		h.failed = true
