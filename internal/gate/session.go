@@ -163,7 +163,7 @@ func NewSession(cfg *Config, params map[string]string) *Session {
 // skip analysing it.
 func (s *Session) mayMatter(sql string) bool {
 	return s.tokenMaybe || len(s.cfg.Tables) > 0 ||
-		containsFold(sql, "fenc") || containsFold(sql, "lock.") || containsFold(sql, "set_config")
+		containsFold(sql, "fenc") || containsFold(sql, "lock.") || containsFold(sql, `lock"`) || containsFold(sql, "set_config")
 }
 
 func (s *Session) analyze(sql string) (*Analysis, error) {
@@ -187,7 +187,7 @@ func (s *Session) analyze(sql string) (*Analysis, error) {
 // set_config, RESET ALL, DISCARD ALL), carry a directive or mention schema
 // fence ("fenc"), or drop the prepared check statement (DEALLOCATE, DISCARD).
 // A false match only costs a parse.
-var changeWords = [...]string{"commit", "end", "rollback", "abort", "prepare", "lock.", "set_config", "reset", "discard", "dealloc", "fenc"}
+var changeWords = [...]string{"commit", "end", "rollback", "abort", "prepare", "lock.", `lock"`, "set_config", "reset", "discard", "dealloc", "fenc"}
 
 func mayChangeFencing(sql string) bool {
 	for _, w := range changeWords {
