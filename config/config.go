@@ -35,6 +35,9 @@ type Config struct {
 	// AdminDSN, when set, lets the proxy verify the fence store at start-up
 	// and log what is missing. The proxy never installs it.
 	AdminDSN string `yaml:"admin_dsn"`
+	// MetricsListen is the address of the HTTP server for /metrics
+	// (Prometheus), /healthz and /readyz. Empty: no HTTP server.
+	MetricsListen string `yaml:"metrics_listen"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (chain) and key
 	// the proxy presents to clients that ask for TLS. Both or neither; they
@@ -100,8 +103,9 @@ func Default() Config {
 
 // Env names the environment variable for each setting that has one.
 var Env = map[string]string{
-	"listen":   "FENCEPROXY_LISTEN",
-	"upstream": "FENCEPROXY_UPSTREAM",
+	"listen":         "FENCEPROXY_LISTEN",
+	"upstream":       "FENCEPROXY_UPSTREAM",
+	"metrics_listen": "FENCEPROXY_METRICS_LISTEN",
 }
 
 // Load reads the YAML file at path over c. Keys absent from the file keep
@@ -155,6 +159,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	if v := getenv(Env["upstream"]); v != "" {
 		c.Upstream = v
 	}
+	if v := getenv(Env["metrics_listen"]); v != "" {
+		c.MetricsListen = v
+	}
 }
 
 // Validate reports the first setting that cannot work.
@@ -164,6 +171,11 @@ func (c *Config) Validate() error {
 	}
 	if err := checkAddr("upstream", c.Upstream); err != nil {
 		return err
+	}
+	if c.MetricsListen != "" {
+		if err := checkAddr("metrics_listen", c.MetricsListen); err != nil {
+			return err
+		}
 	}
 	if c.Reads != "advance" && c.Reads != "check" {
 		return fmt.Errorf("config: reads: %q is neither \"advance\" nor \"check\"", c.Reads)

@@ -15,6 +15,8 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 const serveUsage = `Usage: fenceproxy serve [--config FILE] [--listen ADDR] [--upstream ADDR]
@@ -76,6 +78,9 @@ func loadConfig(path string, getenv func(string) string, flags map[string]string
 	if v, ok := flags["upstream"]; ok {
 		cfg.Upstream = v
 	}
+	if v, ok := flags["metrics-listen"]; ok {
+		cfg.MetricsListen = v
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -84,6 +89,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	cfgPath := fs.String("config", "", "YAML configuration `file`")
 	fs.String("listen", config.Default().Listen, "`address` clients connect to")
 	fs.String("upstream", config.Default().Upstream, "PostgreSQL server `address`")
+	fs.String("metrics-listen", "", "`address` of the HTTP server for /metrics, /healthz and /readyz (default: none)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
@@ -121,6 +127,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Logger:          log,
 		Fencing:         fencingConfig(cfg),
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pcfg.Metrics = reg
 	certs, err := tlsSettings(cfg, &pcfg)
 	if err != nil {
 		ln.Close()
@@ -132,6 +141,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	stopHup := watchHangup(certs, log)
 	defer stopHup()
 	srv := pgwire.NewServer(pcfg)
+	if cfg.MetricsListen != "" {
+		stopHTTP, err := serveHTTP(cfg.MetricsListen, reg, srv, cfg.Upstream, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopHTTP()
+	}
 	// Serve's own context is never cancelled: a signal (ctx) starts a
 	// graceful Shutdown instead, bounded by shutdown_timeout.
 	served := make(chan error, 1)

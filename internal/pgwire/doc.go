@@ -74,4 +74,13 @@
 // Keys: conn (session id), client (remote address), err, type (a client
 // message type), user and database (session ready), max_client_conns,
 // sessions (at shutdown).
+//
+// # Metrics
+//
+// Registered with Config.Metrics (metrics.go): fenceproxy_client_connections,
+// fenceproxy_client_connections_total,
+// fenceproxy_connection_failures_total{reason}, fenceproxy_fence_checks_total,
+// fenceproxy_fence_refusals_total{sqlstate},
+// fenceproxy_client_sent_bytes_total and fenceproxy_upstream_sent_bytes_total.
+// Label values come from fixed lists.
 package pgwire

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures a Server. The zero value of each optional field is
@@ -53,6 +54,17 @@ type Config struct {
 	// Fencing is the fencing policy; nil means no protected tables and no
 	// default resource (tokens are still checked).
 	Fencing *gate.Config
+	// Metrics receives the proxy's Prometheus metrics (see doc.go); nil
+	// keeps them unregistered.
+	Metrics prometheus.Registerer
+}
+
+// Draining reports whether Shutdown has begun: the server accepts no more
+// clients, so a readiness probe should fail.
+func (s *Server) Draining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inShutdown
 }
 
 func (c *Config) dialTimeout() time.Duration {
@@ -108,6 +120,7 @@ type Server struct {
 	log     *slog.Logger
 	cancels cancelRegistry
 	fencing *gate.Config
+	metrics *metrics
 	nextID  atomic.Uint64
 	active  atomic.Int64 // sessions accepted and not yet ended
 
@@ -128,7 +141,8 @@ func NewServer(cfg Config) *Server {
 	if fencing == nil {
 		fencing = &gate.Config{Analyzer: gate.NewAnalyzer(DefaultAnalyzerCacheSize)}
 	}
-	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), fencing: fencing, sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
+	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), fencing: fencing, metrics: newMetrics(cfg.Metrics),
+		sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
 }
 
 // Serve accepts connections on ln until ctx is done or Shutdown is called.
@@ -160,10 +174,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		sess := s.newSession(conn)
 		sess.overLimit = s.active.Add(1) > int64(s.cfg.maxClientConns())
+		s.metrics.sessionsTotal.Inc()
+		s.metrics.sessions.Inc()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer s.active.Add(-1)
+			defer s.metrics.sessions.Dec()
 			sess.run(ctx)
 			s.forget(sess)
 		}()

@@ -148,11 +148,13 @@ func (s *session) run(ctx context.Context) {
 		return
 	}
 	if s.overLimit {
+		s.srv.metrics.refusedConns.WithLabelValues(failTooMany).Inc()
 		s.log.Warn("too many client connections", "max_client_conns", s.srv.cfg.maxClientConns())
 		s.sendClient(fatal(codeTooManyConnections, fmt.Sprintf("fenceproxy: too many client connections (max_client_conns is %d)", s.srv.cfg.maxClientConns())))
 		return
 	}
 	if err := s.connectUpstream(startup); err != nil {
+		s.srv.metrics.refusedConns.WithLabelValues(failUpstreamConnect).Inc()
 		s.log.Warn("upstream connect failed", "err", err)
 		s.sendClient(fatal(codeCannotConnect, "fenceproxy: cannot connect to the upstream server: "+err.Error()))
 		return
@@ -361,6 +363,7 @@ func (s *session) proxy() {
 	err := s.pumpClient()
 	var ce *clientError
 	if errors.As(err, &ce) {
+		s.srv.metrics.refusedConns.WithLabelValues(failProtocol).Inc()
 		s.log.Info("client message refused", "err", err)
 		s.quiet.Store(true)
 		s.upstream.Close()
@@ -394,6 +397,7 @@ func (s *session) pumpClient() error {
 		if err := s.checkClientMessage(typ, n); err != nil {
 			return err
 		}
+		s.srv.metrics.bytesUpstream.Add(float64(n + headerLen))
 		switch typ {
 		case 'Q', 'S', 'F': // each is answered by one ReadyForQuery
 			s.stateMu.Lock()
@@ -468,6 +472,7 @@ func (s *session) clientMessage(typ byte, n int) error {
 		text, changed := s.gate.Query(q.String)
 		s.gateMu.Unlock()
 		if changed {
+			s.srv.metrics.checks.Inc()
 			return s.writeUpstream(&pgproto3.Query{String: text})
 		}
 		return s.writeRaw(s.uw, typ, body)
@@ -498,6 +503,9 @@ func (s *session) clientMessage(typ byte, n int) error {
 		s.gateMu.Lock()
 		inject := s.gate.Execute(e.Portal)
 		s.gateMu.Unlock()
+		if len(inject) > 0 {
+			s.srv.metrics.checks.Inc()
+		}
 		for _, m := range inject {
 			if err := s.writeUpstream(m); err != nil {
 				return err
@@ -579,11 +587,13 @@ func (s *session) pumpUpstream() {
 				return
 			}
 			if !lastFatal && !s.quiet.Load() && !isClosed(err) && !s.terminated.Load() {
+				s.srv.metrics.refusedConns.WithLabelValues(failUpstreamLost).Inc()
 				s.log.Warn("upstream lost", "err", err)
 				s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
 			}
 			return
 		}
+		s.srv.metrics.bytesToClient.Add(float64(n + headerLen))
 		closing, err := s.upstreamMessage(typ, n)
 		if err != nil {
 			if s.adminStop.Load() {
@@ -628,6 +638,7 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		s.gateMu.Unlock()
 		switch v {
 		case gate.Replace:
+			s.srv.metrics.refusal(e.Code)
 			return closing, s.writeClient(&e)
 		case gate.Hide:
 			return closing, nil

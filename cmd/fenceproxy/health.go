@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// serveHTTP starts the operations endpoints on addr:
+//
+//	/metrics  Prometheus metrics of reg
+//	/healthz  200 while the process serves HTTP at all
+//	/readyz   200 when the proxy accepts clients and the upstream answers a
+//	          TCP connect within a second; 503 with the reason otherwise
+//	          (shutting down, upstream unreachable)
+//
+// The returned function stops the server.
+func serveHTTP(addr string, reg *prometheus.Registry, srv *pgwire.Server, upstream string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics_listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(r.Context(), srv, upstream); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "metrics_listen", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	}, nil
+}
+
+// ready reports why the proxy cannot take clients now, or nil.
+func ready(ctx context.Context, srv *pgwire.Server, upstream string) error {
+	if srv.Draining() {
+		return errors.New("shutting down")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", upstream)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", upstream, err)
+	}
+	conn.Close()
+	return nil
+}

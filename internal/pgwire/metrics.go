@@ -1,0 +1,77 @@
+package pgwire
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// metrics are the proxy's Prometheus metrics. Label values are bounded:
+// reasons and SQLSTATEs come from fixed lists.
+type metrics struct {
+	sessions      prometheus.Gauge
+	sessionsTotal prometheus.Counter
+	refusedConns  *prometheus.CounterVec // by reason
+	checks        prometheus.Counter
+	fenceRefusals *prometheus.CounterVec // by sqlstate
+	bytesToClient prometheus.Counter
+	bytesUpstream prometheus.Counter
+}
+
+// Reasons a connection is refused or lost, for fenceproxy_connection_failures_total.
+const (
+	failUpstreamConnect = "upstream_connect"
+	failUpstreamLost    = "upstream_lost"
+	failTooMany         = "max_client_conns"
+	failProtocol        = "protocol"
+)
+
+// fenceCodes are the SQLSTATEs counted by name in
+// fenceproxy_fence_refusals_total; any other error of an injected statement
+// counts as "other".
+var fenceCodes = map[string]bool{"55Z01": true, "55Z02": true, "55Z03": true, "22023": true, "42501": true, "0A000": true}
+
+// newMetrics registers the metrics with reg; a nil reg keeps them
+// unregistered (they still count, nobody reads them).
+func newMetrics(reg prometheus.Registerer) *metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	f := promauto.With(reg)
+	return &metrics{
+		sessions: f.NewGauge(prometheus.GaugeOpts{
+			Name: "fenceproxy_client_connections",
+			Help: "Client connections open now.",
+		}),
+		sessionsTotal: f.NewCounter(prometheus.CounterOpts{
+			Name: "fenceproxy_client_connections_total",
+			Help: "Client connections accepted.",
+		}),
+		refusedConns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenceproxy_connection_failures_total",
+			Help: "Client connections refused or ended by the proxy, by reason: upstream_connect, upstream_lost, max_client_conns, protocol.",
+		}, []string{"reason"}),
+		checks: f.NewCounter(prometheus.CounterOpts{
+			Name: "fenceproxy_fence_checks_total",
+			Help: "Client messages (a Query or an Execute) sent with a fencing check in front of them.",
+		}),
+		fenceRefusals: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenceproxy_fence_refusals_total",
+			Help: "Statements refused by fencing, by SQLSTATE: 55Z01 stale token, 55Z02 token required, 55Z03 store missing, 22023 malformed token, 42501 fence schema write, 0A000 cannot be fenced.",
+		}, []string{"sqlstate"}),
+		bytesToClient: f.NewCounter(prometheus.CounterOpts{
+			Name: "fenceproxy_client_sent_bytes_total",
+			Help: "Bytes of messages relayed to clients (headers included).",
+		}),
+		bytesUpstream: f.NewCounter(prometheus.CounterOpts{
+			Name: "fenceproxy_upstream_sent_bytes_total",
+			Help: "Bytes of client messages relayed upstream (headers included).",
+		}),
+	}
+}
+
+func (m *metrics) refusal(code string) {
+	if !fenceCodes[code] {
+		code = "other"
+	}
+	m.fenceRefusals.WithLabelValues(code).Inc()
+}
