@@ -30,7 +30,7 @@ const (
 // Query (through Query, as usual) or drops it. Precheck records nothing when
 // it returns false.
 func (s *Session) Precheck(sql string) (string, bool) {
-	if !s.tokenMaybe || s.unit.open {
+	if !s.tokenMaybe || s.unit.open || !mayBeNoTxnBlock(sql) {
 		return "", false
 	}
 	a, err := s.cfg.Analyzer.Analyze(sql)
@@ -57,4 +57,20 @@ func (s *Session) TakePrecheck() PrecheckResult {
 	r := s.precheck
 	s.precheck = PrecheckNone
 	return r
+}
+
+// noTxnWords are fragments without which a statement cannot be one that
+// refuses a transaction block (VACUUM; CREATE/DROP DATABASE or TABLESPACE;
+// … CONCURRENTLY; ALTER SYSTEM; subscriptions; REINDEX SCHEMA/SYSTEM/
+// DATABASE; CLUSTER; COMMIT/ROLLBACK PREPARED). A false match only costs a
+// parse; the parser decides.
+var noTxnWords = [...]string{"vacuum", "database", "tablespace", "concurrently", "system", "subscription", "reindex", "cluster", "prepared"}
+
+func mayBeNoTxnBlock(sql string) bool {
+	for _, w := range noTxnWords {
+		if containsFold(sql, w) {
+			return true
+		}
+	}
+	return false
 }
