@@ -106,10 +106,16 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// syncBuffer is a strings.Builder safe for one writer and concurrent readers.
+// syncBuffer is a strings.Builder safe for concurrent writers and readers;
+// it is an io.Writer, so a logger can write to it.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.WriteString(string(p))
+	return len(p), nil
 }
 
 func (s *syncBuffer) WriteString(x string) {

@@ -204,19 +204,9 @@ func TestUpstreamDiesMidSession(t *testing.T) {
 // authentication and then drops the connection: the client must get an 08
 // error, not a hang.
 func TestUpstreamVanishes(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	upstream := fakeUpstream(t, func(c net.Conn) {
 		be := pgproto3.NewBackend(c, c)
 		if _, err := be.ReceiveStartupMessage(); err != nil {
-			c.Close()
 			return
 		}
 		be.Send(&pgproto3.AuthenticationOk{})
@@ -224,9 +214,8 @@ func TestUpstreamVanishes(t *testing.T) {
 		be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		be.Flush()
 		be.Receive() // the client's first query
-		c.Close()
-	}()
-	proxy := harness.StartProxy(t, pgwire.Config{Upstream: ln.Addr().String()})
+	})
+	proxy := harness.StartProxy(t, pgwire.Config{Upstream: upstream})
 	conn, err := pgconn.Connect(t.Context(), proxy.DSN("postgres", "", "postgres"))
 	if err != nil {
 		t.Fatal(err)
@@ -237,4 +226,24 @@ func TestUpstreamVanishes(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "08006" {
 		t.Fatalf("got %v, want SQLSTATE 08006", err)
 	}
+}
+
+// fakeUpstream listens on a loopback port until the test ends and runs serve
+// on the first connection, closing it afterwards. It returns the address.
+func fakeUpstream(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+	return ln.Addr().String()
 }

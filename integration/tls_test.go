@@ -152,7 +152,7 @@ func TestUpstreamTLSVerifyFails(t *testing.T) {
 	}
 	logs := &syncBuffer{}
 	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), UpstreamTLS: pgwire.UpstreamTLSVerifyFull, UpstreamRootCAs: other.Pool,
-		Logger: slog.New(slog.NewTextHandler(syncWriter{logs}, nil))})
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	_, err = pgconn.Connect(t.Context(), proxy.DSN(pgcluster.Superuser, "", "postgres"))
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "08001" || !strings.Contains(pgErr.Message, "certificate signed by unknown authority") {
@@ -166,24 +166,14 @@ func TestUpstreamTLSVerifyFails(t *testing.T) {
 // TestUpstreamTLSRequiredButRefused: an upstream that answers SSLRequest
 // 'N' is refused under upstream_tls require.
 func TestUpstreamTLSRequiredButRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	upstream := fakeUpstream(t, func(c net.Conn) {
 		var req [8]byte
 		io.ReadFull(c, req[:])
 		c.Write([]byte{'N'})
 		io.Copy(io.Discard, c)
-	}()
-	proxy := harness.StartProxy(t, pgwire.Config{Upstream: ln.Addr().String(), UpstreamTLS: pgwire.UpstreamTLSRequire})
-	_, err = pgconn.Connect(t.Context(), proxy.DSN("postgres", "", "postgres"))
+	})
+	proxy := harness.StartProxy(t, pgwire.Config{Upstream: upstream, UpstreamTLS: pgwire.UpstreamTLSRequire})
+	_, err := pgconn.Connect(t.Context(), proxy.DSN("postgres", "", "postgres"))
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "08001" || !strings.Contains(pgErr.Message, "does not support TLS") {
 		t.Fatalf("connect: %v, want 08001 does not support TLS", err)
@@ -250,14 +240,6 @@ func TestTLSReloadOnHangup(t *testing.T) {
 	if !strings.Contains(logs.String(), "TLS certificate reloaded") {
 		t.Errorf("log lacks the reload:\n%s", logs.String())
 	}
-}
-
-// syncWriter adapts syncBuffer to io.Writer for a logger.
-type syncWriter struct{ b *syncBuffer }
-
-func (w syncWriter) Write(p []byte) (int, error) {
-	w.b.WriteString(string(p))
-	return len(p), nil
 }
 
 // TestSSLRequestThenPlaintext: a client that sends its startup packet in
