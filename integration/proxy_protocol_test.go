@@ -213,6 +213,7 @@ func TestUpstreamVanishes(t *testing.T) {
 		be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{1, 2, 3, 4}})
 		be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		be.Flush()
+		answerProbe(be)
 		be.Receive() // the client's first query
 	})
 	proxy := harness.StartProxy(t, pgwire.Config{Upstream: upstream})
@@ -225,6 +226,31 @@ func TestUpstreamVanishes(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "08006" {
 		t.Fatalf("got %v, want SQLSTATE 08006", err)
+	}
+}
+
+// answerProbe answers the proxy's startup probe of lock.fencing_token: no
+// token.
+func answerProbe(be *pgproto3.Backend) {
+	for {
+		msg, err := be.Receive()
+		if err != nil {
+			return
+		}
+		switch msg.(type) {
+		case *pgproto3.Close:
+			be.Send(&pgproto3.CloseComplete{})
+		case *pgproto3.Parse:
+			be.Send(&pgproto3.ParseComplete{})
+		case *pgproto3.Bind:
+			be.Send(&pgproto3.BindComplete{})
+		case *pgproto3.Execute:
+			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+		case *pgproto3.Sync:
+			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			be.Flush()
+			return
+		}
 	}
 }
 

@@ -97,6 +97,22 @@ type Statement struct {
 	// visible.
 	SetsFenceSetting bool
 
+	// Opaque is set for statements that run code the text does not show:
+	// DO, CALL, and SQL EXECUTE (whose statement the session looks up).
+	// They may change the fencing settings, end transactions (a procedure
+	// may COMMIT) or write anything.
+	Opaque bool
+
+	// SetsLexing is set when the statement may change a setting that
+	// changes how the server reads query text: standard_conforming_strings
+	// or client_encoding (SET, SET NAMES, RESET, RESET ALL, DISCARD ALL, or
+	// set_config with that name or a name that is not a constant).
+	SetsLexing bool
+
+	// Registry is what the statement does to the session's prepared
+	// statements and cursors, when it runs.
+	Registry RegistryChange
+
 	// Local is set for SET LOCAL (and RESET is never local).
 	Local bool
 
@@ -135,6 +151,9 @@ type Analysis struct {
 func Analyze(sql string) (*Analysis, error) {
 	if strings.IndexByte(sql, 0) >= 0 {
 		return nil, &ParseError{Message: "query text contains a NUL byte"}
+	}
+	if err := checkBounds(sql); err != nil {
+		return nil, err
 	}
 	tree, err := pg_query.Parse(sql)
 	if err != nil {
@@ -216,6 +235,8 @@ func classify(n *pg_query.Node) Statement {
 	st.Kind = classifyRoot(n, &w, &st)
 	st.Writes = dedupe(append(w.writes, ddlWrites(n)...))
 	st.SetsFenceSetting = st.SetsFenceSetting || w.setsFence
+	st.SetsLexing = st.SetsLexing || w.setsLexing
+	st.Opaque = st.Opaque || w.opaque
 	st.TouchesFence = st.TouchesFence || w.fenceOther || touchesFenceRels(&w, st.Kind == Read && n.GetLockStmt() == nil)
 	if st.Prepared != nil {
 		// PREPARE runs nothing: judge the prepared statement on its own, so
@@ -257,6 +278,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		return classifyCopy(s.CopyStmt, w, st)
 	case *pg_query.Node_DeclareCursorStmt:
 		st.Name = s.DeclareCursorStmt.Portalname
+		st.Registry = RegDeclare
 		if w.dml > 0 {
 			return Write
 		}
@@ -268,9 +290,14 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		return Read
 	case *pg_query.Node_ClosePortalStmt:
 		st.Name = s.ClosePortalStmt.Portalname
+		st.Registry = RegCloseCursor
+		if st.Name == "" {
+			st.Registry = RegCloseAllCursors
+		}
 		return Other
 	case *pg_query.Node_PrepareStmt:
 		st.Name = s.PrepareStmt.Name
+		st.Registry = RegPrepare
 		if s.PrepareStmt.Query != nil {
 			p := classify(s.PrepareStmt.Query)
 			st.Prepared = &p
@@ -280,10 +307,14 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		// The prepared statement is not visible here: it may write, and it
 		// may call set_config.
 		st.Name = s.ExecuteStmt.Name
-		st.SetsFenceSetting = true
+		st.Opaque, st.Registry = true, RegExecute
 		return Write
 	case *pg_query.Node_DeallocateStmt:
 		st.Name = s.DeallocateStmt.Name
+		st.Registry = RegDeallocate
+		if s.DeallocateStmt.Isall {
+			st.Registry = RegDeallocateAll
+		}
 		return Other
 	case *pg_query.Node_ListenStmt, *pg_query.Node_UnlistenStmt,
 		*pg_query.Node_CheckPointStmt, *pg_query.Node_LoadStmt:
@@ -295,7 +326,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		return Setting
 	case *pg_query.Node_DiscardStmt:
 		if s.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL {
-			st.SetsFenceSetting = true
+			st.SetsFenceSetting, st.SetsLexing, st.Registry = true, true, RegDiscardAll
 			return DiscardAll
 		}
 		return Setting
@@ -327,7 +358,7 @@ func classifySet(s *pg_query.VariableSetStmt, st *Statement) {
 	st.Local = s.IsLocal
 	switch s.Kind {
 	case pg_query.VariableSetKind_VAR_RESET_ALL:
-		st.SetsFenceSetting = true
+		st.SetsFenceSetting, st.SetsLexing = true, true
 	case pg_query.VariableSetKind_VAR_SET_MULTI:
 		// SET TRANSACTION …; SET SESSION CHARACTERISTICS AS TRANSACTION …
 		if s.Name == "TRANSACTION" && hasOption(s.Args, "transaction_read_only") {
@@ -336,6 +367,9 @@ func classifySet(s *pg_query.VariableSetStmt, st *Statement) {
 	default:
 		if isFenceSetting(s.Name) {
 			st.SetsFenceSetting = true
+		}
+		if isLexingSetting(s.Name) {
+			st.SetsLexing = true
 		}
 		if strings.EqualFold(s.Name, "search_path") {
 			for _, a := range s.Args {
@@ -391,3 +425,20 @@ func dedupe(refs []TableRef) []TableRef {
 	}
 	return out
 }
+
+// RegistryChange is what a statement does to the session's prepared
+// statements and cursors (which share their namespaces with the protocol's
+// statements and portals).
+type RegistryChange uint8
+
+const (
+	RegNone            RegistryChange = iota
+	RegPrepare                        // PREPARE name AS …
+	RegDeallocate                     // DEALLOCATE name
+	RegDeallocateAll                  // DEALLOCATE ALL
+	RegDeclare                        // DECLARE name CURSOR …
+	RegCloseCursor                    // CLOSE name
+	RegCloseAllCursors                // CLOSE ALL
+	RegDiscardAll                     // DISCARD ALL: statements and cursors
+	RegExecute                        // EXECUTE name: runs a prepared statement (changes nothing)
+)

@@ -32,6 +32,8 @@ const (
 	fCopyFrom             // CopyFrom
 	fReadOnly             // ReadOnly
 	fChain                // Chain
+	fOpaque               // Opaque
+	fLexing               // SetsLexing
 )
 
 func flagsOf(st Statement) int {
@@ -39,7 +41,7 @@ func flagsOf(st Statement) int {
 	for _, b := range []struct {
 		on  bool
 		bit int
-	}{{st.TouchesFence, fFence}, {st.SetsFenceSetting, fSets}, {st.Local, fLocal}, {st.CopyFrom, fCopyFrom}, {st.ReadOnly, fReadOnly}, {st.Chain, fChain}} {
+	}{{st.TouchesFence, fFence}, {st.SetsFenceSetting, fSets}, {st.Local, fLocal}, {st.CopyFrom, fCopyFrom}, {st.ReadOnly, fReadOnly}, {st.Chain, fChain}, {st.Opaque, fOpaque}, {st.SetsLexing, fLexing}} {
 		if b.on {
 			f |= b.bit
 		}
@@ -131,9 +133,13 @@ func TestAnalyzeStatement(t *testing.T) {
 		{"alter subscription no refresh", "ALTER SUBSCRIPTION s SET PUBLICATION p WITH (refresh = false)", Write, "", 0, ""},
 
 		// Write: opaque
-		{"call", "CALL p(1)", Write, "", 0, ""},
-		{"do", "DO $$ BEGIN UPDATE t SET a = 1; END $$", Write, "", fSets, ""},
-		{"execute", "EXECUTE p(1, 2)", Write, "", fSets, "p"},
+		{"do", "DO $$ BEGIN UPDATE t SET a = 1; END $$", Write, "", fOpaque, ""},
+		{"execute", "EXECUTE p(1, 2)", Write, "", fOpaque, "p"},
+		{"call", "CALL p(1)", Write, "", fOpaque, ""},
+		{"set scs", "SET standard_conforming_strings = off", Setting, "", fLexing, ""},
+		{"set names", "SET NAMES 'SJIS'", Setting, "", fLexing, ""},
+		{"set_config encoding", "SELECT set_config('client_encoding', 'SJIS', false)", Read, "", fLexing, ""},
+		{"set_config unknown name", "SELECT set_config(n, 'x', false) FROM t", Read, "", fSets | fLexing, ""},
 		{"notify", "NOTIFY chan, 'payload'", Write, "", 0, ""},
 
 		// Setting
@@ -146,7 +152,7 @@ func TestAnalyzeStatement(t *testing.T) {
 		{"set token default", "SET lock.fencing_token TO DEFAULT", Setting, "", fSets, ""},
 		{"reset token", "RESET lock.fencing_token", Setting, "", fSets, ""},
 		{"reset resource", "RESET lock.resource", Setting, "", fSets, ""},
-		{"reset all", "RESET ALL", Setting, "", fSets, ""},
+		{"reset all", "RESET ALL", Setting, "", fSets | fLexing, ""},
 		{"reset other", "RESET work_mem", Setting, "", 0, ""},
 		{"set local other", "SET LOCAL work_mem = '1MB'", Setting, "", fLocal, ""},
 		{"show", "SHOW lock.fencing_token", Setting, "", 0, ""},
@@ -166,15 +172,15 @@ func TestAnalyzeStatement(t *testing.T) {
 		{"set_config resource local", "SELECT set_config('lock.resource', 'r', true)", Read, "", fSets, ""},
 		{"set_config qualified cast", "SELECT pg_catalog.set_config('LOCK.FENCING_TOKEN'::text, '1', false)", Read, "", fSets, ""},
 		{"set_config other", "SELECT set_config('application_name', 'x', false)", Read, "", 0, ""},
-		{"set_config param name", "SELECT set_config($1, $2, false)", Read, "", fSets, ""},
-		{"set_config expression name", "SELECT set_config('lock.' || 'resource', 'r', false)", Read, "", fSets, ""},
+		{"set_config param name", "SELECT set_config($1, $2, false)", Read, "", fSets | fLexing, ""},
+		{"set_config expression name", "SELECT set_config('lock.' || 'resource', 'r', false)", Read, "", fSets | fLexing, ""},
 		{"set_config in where", "SELECT 1 FROM t WHERE set_config('lock.resource', t.r, true) IS NOT NULL", Read, "", fSets, ""},
 		{"set_config in update", "UPDATE t SET a = set_config('lock.fencing_token', '3', false)", Write, "t", fSets, ""},
 		{"set_config in prepare", "PREPARE p AS SELECT set_config('lock.resource', $1, false)", Other, "", 0, "p"},
 		{"set_config in function body", "CREATE FUNCTION f() RETURNS text BEGIN ATOMIC SELECT set_config('lock.resource', 'x', false); END", Write, "", 0, ""},
 		{"set_config under explain", "EXPLAIN SELECT set_config('lock.resource', 'x', false)", Read, "", 0, ""},
 		{"set_config under explain analyze", "EXPLAIN ANALYZE SELECT set_config('lock.resource', 'x', false)", Read, "", fSets, ""},
-		{"set_config in subquery", "SELECT (SELECT set_config(name, 'x', false) FROM pg_settings LIMIT 1)", Read, "", fSets, ""},
+		{"set_config in subquery", "SELECT (SELECT set_config(name, 'x', false) FROM pg_settings LIMIT 1)", Read, "", fSets | fLexing, ""},
 
 		// Transaction control
 		{"begin", "BEGIN", Begin, "", 0, ""},
@@ -194,7 +200,7 @@ func TestAnalyzeStatement(t *testing.T) {
 		{"rollback to short", "ROLLBACK TO sp1", RollbackTo, "", 0, "sp1"},
 		{"release", "RELEASE SAVEPOINT sp1", Release, "", 0, "sp1"},
 		{"release short", "RELEASE sp1", Release, "", 0, "sp1"},
-		{"discard all", "DISCARD ALL", DiscardAll, "", fSets, ""},
+		{"discard all", "DISCARD ALL", DiscardAll, "", fSets | fLexing, ""},
 
 		// NoTxnBlock
 		{"vacuum", "VACUUM", NoTxnBlock, "", 0, ""},

@@ -10,11 +10,17 @@ import (
 // SQLSTATEs of the refusals the gate itself decides (the server raises them
 // for the gate, inside the transaction, so they abort it like any error).
 const (
-	codeFenceWrite   = "42501" // insufficient_privilege: schema fence written through the proxy
-	codeCannotFence  = "0A000" // feature_not_supported: statement cannot run in a transaction block
-	codeCannotParse  = "42601" // syntax_error: text the gate could not analyse, with a token in play
-	msgFenceWrite    = "fenceproxy: schema fence holds the fencing high-water marks and cannot be written or altered through the proxy"
-	msgCannotFenceFn = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
+	codeFenceWrite    = "42501" // insufficient_privilege: schema fence written through the proxy
+	codeCannotFence   = "0A000" // feature_not_supported: cannot be fenced atomically, or cannot be read safely
+	codeCannotParse   = "42601" // syntax_error: text the gate could not analyse, with fencing possible
+	codeReservedName  = "42939" // reserved_name: a name of the proxy's own statements
+	codeUnknownStmt   = "26000" // invalid_sql_statement_name: a statement the proxy does not know
+	msgFenceWrite     = "fenceproxy: schema fence holds the fencing high-water marks and cannot be written or altered through the proxy"
+	msgCannotFenceFn  = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
+	msgReserved       = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
+	msgSetAndWrite    = "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write, because its write would not be checked with the new value; set them in a statement of their own"
+	msgFunctionCall   = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
+	msgUnknownStmtFmt = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
 )
 
 // checkKey identifies what a check covered, so that a later statement of the
@@ -30,52 +36,77 @@ func (k checkKey) covers(n checkKey) bool {
 		(k.advance || !n.advance) && (k.require || !n.require)
 }
 
-// mayMatter reports whether a text can concern fencing at all when the
-// session has no token and no table is protected: only then may the gate
-// skip analysing it.
-func (s *Session) mayMatter(sql string) bool {
-	return s.tokenMaybe || len(s.cfg.Tables) > 0 ||
-		containsFold(sql, "fenc") || containsFold(sql, "lock.") || containsFold(sql, `lock"`) || containsFold(sql, "set_config")
+// refusal is an error the gate makes the server raise.
+type refusal struct{ code, message string }
+
+func (r *refusal) sql() []byte { return hwm.AppendRaise(nil, r.code, r.message) }
+
+// analysis is the outcome of looking at a text before deciding.
+type analysis struct {
+	a      *Analysis // nil: nothing to decide (or nothing that can be)
+	refuse *refusal
+	wait   bool // the server's answers to earlier units are needed first
 }
 
-func (s *Session) analyze(sql string) (*Analysis, error) {
-	if !s.mayMatter(sql) {
-		return nil, nil
+// analyze decides how far a text must be looked at, and refuses what cannot
+// be analysed exactly as the server will read it, where fencing is
+// possible (DESIGN.md "Fail closed", rule 1). In a session that may hold no
+// token and guards no table, a text that cannot be read safely is
+// forwarded, and a probe after it asks the server whether it set a token.
+func (s *Session) analyze(sql string) analysis {
+	matters := mayMatter(sql)
+	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0) {
+		// It cannot set a token, carry a directive, end the transaction or
+		// touch schema fence; and either nothing in the session is fenced,
+		// or its transaction has passed a check that it cannot undo.
+		return analysis{}
 	}
-	if s.unit.checked && len(s.cfg.Tables) == 0 && !mayChangeFencing(sql) {
-		// The transaction has passed its check and this text can neither
-		// end it, undo the check, change the token, carry a directive nor
-		// touch schema fence: nothing to decide, so nothing to parse. This
-		// keeps the parser off all but the first statement of a fenced
-		// transaction.
-		return nil, nil
+	if s.lexPending > 0 {
+		return analysis{wait: true} // standard_conforming_strings or client_encoding may be changing
 	}
-	return s.cfg.Analyzer.Analyze(sql)
-}
-
-// changeWords are the fragments without which a statement cannot end a
-// transaction (COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION), undo a
-// check (ROLLBACK TO), change the fencing settings (SET/RESET lock.…,
-// set_config, RESET ALL, DISCARD ALL), carry a directive or mention schema
-// fence ("fenc"), or drop the prepared check statement (DEALLOCATE, DISCARD).
-// A false match only costs a parse.
-var changeWords = [...]string{"commit", "end", "rollback", "abort", "prepare", "lock.", `lock"`, "set_config", "reset", "discard", "dealloc", "fenc"}
-
-func mayChangeFencing(sql string) bool {
-	for _, w := range changeWords {
-		if containsFold(sql, w) {
-			return true
+	if why := s.settings.unsafe(sql); why != "" {
+		return s.cannotAnalyse(&refusal{codeCannotFence, "fenceproxy: cannot fence this text, because " + why})
+	}
+	a, err := s.cfg.Analyzer.Analyze(sql)
+	if err == nil {
+		return analysis{a: a}
+	}
+	switch e := err.(type) {
+	case *TokenError:
+		return analysis{refuse: &refusal{e.SQLState(), "fenceproxy: " + e.Error()}}
+	case *DirectiveError:
+		return analysis{refuse: &refusal{e.SQLState(), "fenceproxy: " + e.Error()}}
+	case *ParseError:
+		r := &refusal{codeCannotParse, "fenceproxy: cannot analyse the statement to fence it: " + e.Message}
+		switch {
+		case e.Code != "":
+			r.code = e.Code
+		case e.Syntax:
+			r.message = "fenceproxy: cannot fence the statement: the proxy's parser (PostgreSQL 17 grammar) rejects it: " + e.Message +
+				"; if the server accepts it, quote the identifier that newer PostgreSQL reserves"
 		}
+		return s.cannotAnalyse(r)
 	}
-	return false
+	return s.cannotAnalyse(&refusal{codeCannotParse, "fenceproxy: cannot analyse the statement to fence it: " + err.Error()})
+}
+
+// cannotAnalyse refuses a text where fencing is possible; elsewhere the
+// text passes, and the session may hold a token from then on, until a
+// probe says otherwise.
+func (s *Session) cannotAnalyse(r *refusal) analysis {
+	if s.fencingPossible() {
+		return analysis{refuse: r}
+	}
+	s.setMaybe()
+	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
+	return analysis{}
 }
 
 // action is what to inject before one statement.
 type action struct {
-	kind    uint8 // actNone, actCheck, actRaise
-	args    hwm.CheckArgs
-	code    string
-	message string
+	kind   uint8 // actNone, actCheck, actRaise
+	args   hwm.CheckArgs
+	refuse refusal
 }
 
 const (
@@ -84,15 +115,23 @@ const (
 	actRaise
 )
 
+func raise(code, message string) action {
+	return action{kind: actRaise, refuse: refusal{code, message}}
+}
+
 // decide returns what must run before st, and updates the unit's prediction
-// for what st itself does.
-func (s *Session) decide(st *Statement) action {
-	a := s.decideOne(st)
+// for what st itself does. run is the statement that runs: st itself, or
+// for SQL EXECUTE the prepared statement (nil when unknown).
+func (s *Session) decide(st, run *Statement) action {
+	a := s.decideOne(st, run)
 	if a.kind == actCheck {
 		s.unit.checked = true
 		s.unit.key = keyOf(a.args)
 	}
 	s.after(st)
+	if run != st && run != nil {
+		s.after(run)
+	}
 	return a
 }
 
@@ -100,46 +139,64 @@ func keyOf(a hwm.CheckArgs) checkKey {
 	return checkKey{token: a.Token, resource: a.Resource, tableResource: a.TableResource, require: a.RequireToken, advance: a.Advance}
 }
 
-func (s *Session) decideOne(st *Statement) action {
-	if st.TouchesFence {
-		return action{kind: actRaise, code: codeFenceWrite, message: msgFenceWrite}
+func (s *Session) decideOne(st, run *Statement) action {
+	if reserved(st.Name) {
+		return raise(codeReservedName, msgReserved)
 	}
-	target := st
 	if st.Prepared != nil { // PREPARE x AS …: nothing runs yet
+		if st.TouchesFence {
+			return raise(codeFenceWrite, msgFenceWrite)
+		}
 		return action{}
 	}
-	switch target.Kind {
+	if run == nil { // EXECUTE of a statement the proxy does not know
+		if s.fencingPossible() || st.Directives.Token != 0 {
+			return raise(codeUnknownStmt, strings.Replace(strings.Replace(msgUnknownStmtFmt, "%s", "prepared statement", 1), "%q", strconv.Quote(st.Name), 1))
+		}
+		return action{}
+	}
+	if st.TouchesFence || run.TouchesFence {
+		return raise(codeFenceWrite, msgFenceWrite)
+	}
+	dir := st.Directives
+	if dir.IsZero() {
+		dir = run.Directives
+	}
+	switch run.Kind {
 	case NoTxnBlock:
-		_, _, protected := s.cfg.protection(st.Writes)
-		if st.Directives.Token != 0 || protected {
-			return action{kind: actRaise, code: codeCannotFence, message: strings.Replace(msgCannotFenceFn, "%s", firstWords(st.Text), 1)}
+		_, _, protected := s.cfg.protection(run.Writes)
+		if dir.Token != 0 || protected {
+			return raise(codeCannotFence, fmtFirstWords(msgCannotFenceFn, run.Text))
 		}
 		return action{}
 	case Read:
-		if st.SetsFenceSetting {
+		if run.SetsFenceSetting {
 			// SELECT set_config('lock.fencing_token', …): it sets the token
 			// the next statements carry; checking the old one first would
-			// refuse the new holder's hand-over.
+			// refuse the new holder's hand-over. It writes nothing.
 			return action{}
 		}
 	case Write:
+		if run.SetsFenceSetting && !run.Opaque {
+			return raise(codeCannotFence, msgSetAndWrite)
+		}
 	default:
 		return action{}
 	}
-	prot, _, protected := s.cfg.protection(st.Writes)
-	require := protected && prot.RequireToken && st.Kind == Write
-	if st.Directives.Token == 0 && !s.tokenMaybe && !require {
+	prot, _, protected := s.cfg.protection(run.Writes)
+	require := protected && prot.RequireToken && run.Kind == Write
+	if dir.Token == 0 && !s.tokenMaybe && !require {
 		return action{}
 	}
 	args := hwm.CheckArgs{
-		Resource:        st.Directives.Resource,
+		Resource:        dir.Resource,
 		TableResource:   prot.Resource,
 		DefaultResource: s.cfg.DefaultResource,
 		RequireToken:    require,
-		Advance:         !(s.cfg.ReadsCheckOnly && st.Kind == Read),
+		Advance:         !(s.cfg.ReadsCheckOnly && run.Kind == Read),
 	}
-	if st.Directives.Token != 0 {
-		args.Token = strconv.FormatInt(st.Directives.Token, 10)
+	if dir.Token != 0 {
+		args.Token = strconv.FormatInt(dir.Token, 10)
 	}
 	if s.unit.checked && s.unit.key.covers(keyOf(args)) {
 		return action{}
@@ -156,13 +213,27 @@ func (s *Session) after(st *Statement) {
 		s.unit.checked = false
 	}
 	if st.SetsFenceSetting {
-		s.tokenMaybe = true
+		s.setMaybe()
 		s.unit.checked = false
+		if st.Kind == DiscardAll {
+			s.unit.probe = true // it may clear the token
+		}
 	}
-	if st.Kind == DiscardAll || (st.Kind == Other && containsFold(st.Text, "deallocate")) {
-		// Our prepared check statement may be gone.
-		s.checkParsed = false
+	if st.Opaque {
+		// DO, CALL, EXECUTE: the code may set the token, or COMMIT.
+		s.setMaybe()
+		s.unit.checked = false
+		s.unit.probe = true
+		s.unit.lexing = true
 	}
+	if st.SetsLexing {
+		s.unit.lexing = true
+	}
+}
+
+// fmtFirstWords puts the first words of text in place of %s in msg.
+func fmtFirstWords(msg, text string) string {
+	return strings.Replace(msg, "%s", firstWords(text), 1)
 }
 
 // firstWords names a statement in a message: its first two words.
@@ -196,32 +267,9 @@ func stripLeadingComments(s string) string {
 	}
 }
 
-// refuseUnparsable decides about text the analysis could not take apart. A
-// syntax error that the server will report anyway passes when no token is in
-// play; otherwise the statement is refused, because it cannot be fenced.
-func (s *Session) refuseUnparsable(err error) []byte {
-	var msg, code string
-	switch e := err.(type) {
-	case *TokenError:
-		code, msg = e.SQLState(), "fenceproxy: "+e.Error()
-	case *DirectiveError:
-		code, msg = e.SQLState(), "fenceproxy: "+e.Error()
-	case *ParseError:
-		if e.Syntax {
-			// The server parses the whole text before running any of it and
-			// will reject it with its own syntax error: nothing to fence.
-			return nil
-		}
-		code, msg = codeCannotParse, "fenceproxy: cannot analyse the statement to fence it: "+e.Message
-	default:
-		code, msg = codeCannotParse, "fenceproxy: cannot analyse the statement to fence it: "+err.Error()
-	}
-	return hwm.AppendRaise(nil, code, msg)
-}
-
 func appendAction(dst []byte, a action) []byte {
 	if a.kind == actRaise {
-		return hwm.AppendRaise(dst, a.code, a.message)
+		return hwm.AppendRaise(dst, a.refuse.code, a.refuse.message)
 	}
 	return hwm.AppendLiteralCall(dst, a.args)
 }

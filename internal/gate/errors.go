@@ -62,7 +62,10 @@ type ParseError struct {
 	Message  string // the parser's message, e.g. `syntax error at or near "FORM"`
 	Position int    // 1-based character position of the error; 0 when unknown
 	Syntax   bool   // PostgreSQL's parser rejected the text
-	err      error
+	// Code is the SQLSTATE of a text refused before parsing: 54001 for one
+	// nested too deeply to parse safely, 54000 for one too long. "" otherwise.
+	Code string
+	err  error
 }
 
 func newParseError(err error) *ParseError {

@@ -1,112 +1,205 @@
 package gate
 
 import (
+	"fmt"
+
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// Verdict says what to do with a reply from the server.
-type Verdict uint8
+// Reply is a server message as gate needs to see it. pgwire decodes
+// ErrorResponse, ReadyForQuery and ParameterStatus; of the others gate
+// needs only the type.
+type Reply struct {
+	Type   byte
+	Error  *pgproto3.ErrorResponse // 'E'
+	Status byte                    // 'Z': 'I', 'T' or 'E'
+	Param  string                  // 'S': name
+	Value  string                  // 'S': value
+}
 
-// Reply takes the type of a server message other than ErrorResponse and
-// ReadyForQuery and says whether the client sees it.
-func (s *Session) Reply(typ byte) Verdict {
-	switch typ {
-	case 'N', 'S', 'A': // notices, parameter status, notifications: anytime
-		return Forward
+// Act is what pgwire does with a server reply.
+type Act uint8
+
+const (
+	// Forward sends the reply to the client as it came.
+	Forward Act = iota
+	// Hide drops the reply: it answers a message the gate injected.
+	Hide
+	// Replace sends Verdict.Error instead of the reply.
+	Replace
+	// Fail ends the session: the reply cannot be placed (DESIGN.md "Fail
+	// closed", rule 6). Verdict.Reason says why, for the log; the client
+	// gets a protocol-violation error.
+	Fail
+)
+
+// Verdict is gate's answer about one server reply.
+type Verdict struct {
+	Act    Act
+	Error  *pgproto3.ErrorResponse // Replace: what the client sees instead
+	Reason string                  // Fail: why
+}
+
+// Server takes one server reply and says what the client sees of it.
+// Replies are matched to the messages sent by the protocol's own rules
+// (PostgreSQL protocol, "Message Flow" and "Extended Query"): each message
+// sent has a slot, answered in order; after an error in an extended-protocol
+// message the server skips every message up to the next Sync (Query and
+// FunctionCall messages included); a Query's error skips the rest of its
+// text. A reply that fits no slot fails the session rather than shift every
+// later answer by one.
+func (s *Session) Server(r Reply) Verdict {
+	switch r.Type {
+	case 'S':
+		s.settings.param(r.Param, r.Value)
+		return Verdict{}
+	case 'N', 'A': // notices, notifications: any time
+		return Verdict{}
+	case 'E':
+		return s.serverError(r.Error)
 	}
 	h := s.slots.front()
 	if h == nil {
-		return Forward
+		return fail("%q with nothing awaiting a reply", r.Type)
 	}
-	v := Forward
-	if h.isInjected() {
-		v = Hide
+	ok, last := h.kind.accepts(r.Type)
+	if !ok {
+		return fail("%q in reply to message kind %d", r.Type, h.kind)
 	}
-	switch h.kind {
-	case slotQuery:
-		if typ == 'C' || typ == 'I' {
-			h.stmt++
-		}
-	case slotParse:
-		if typ == '1' {
-			s.slots.pop()
-		}
-	case slotBind:
-		if typ == '2' {
-			s.slots.pop()
-		}
-	case slotExecute:
-		if typ == 'C' || typ == 'I' || typ == 's' {
-			s.slots.pop()
-		}
-	case slotDescribeStmt, slotDescribePortal:
-		if typ == 'T' || typ == 'n' {
-			s.slots.pop()
-		}
-	case slotClose:
-		if typ == '3' {
-			s.slots.pop()
-		}
+	v := Verdict{}
+	if h.isInjected() || h.probe {
+		v.Act = Hide
+	}
+	switch {
+	case h.kind == slotQuery && r.Type == 'C':
+		s.applyEffects(h, h.stmt)
+		h.stmt++
+	case h.kind == slotQuery && r.Type == 'I':
+		h.stmt = len(h.injected)
+	case h.probe && r.Type == 'D':
+		s.setMaybe() // the probe found a token
+	}
+	if !last {
+		return v
+	}
+	if r.Type == 'Z' {
+		return s.readyForQuery(r.Status, v)
+	}
+	sl := s.slots.pop()
+	for _, op := range sl.ops {
+		s.reg.settle(op, true)
 	}
 	return v
 }
 
-// Error takes an ErrorResponse. When it answers an injected check, e is
-// rewritten for the client (internal context removed, a missing fence store
-// named as such) and the verdict is Replace.
-func (s *Session) Error(e *pgproto3.ErrorResponse) Verdict {
-	h := s.slots.front()
-	if h == nil || e.Severity == "FATAL" || e.Severity == "PANIC" {
-		return Forward
-	}
-	injected, check := h.isInjected(), h.isCheck()
-	if h.parse || (check && e.Code == "26000") {
-		// The check statement was not prepared, or is gone (the client ran
-		// DEALLOCATE ALL in a way gate did not see): prepare it next time.
-		s.checkParsed = false
-	}
-	if h.kind == slotQuery {
-		h.failed = true
-		h.stmt = len(h.injected) // the rest of the query is skipped
-	} else {
-		// The server skips every message up to the next Sync.
-		s.slots.dropUntilUnitEnd()
-	}
-	if !injected {
-		return Forward
-	}
-	if check {
-		if code, msg, rewrite := hwm.ClientError(e.Code, e.Message); rewrite {
-			e.Code, e.Message = code, msg
-		}
-	}
-	e.Where, e.InternalQuery, e.InternalPosition, e.Position = "", "", 0, 0
-	e.SchemaName, e.TableName, e.ColumnName, e.DataTypeName, e.ConstraintName = "", "", "", "", ""
-	e.File, e.Line, e.Routine = "", 0, ""
-	return Replace
+func fail(format string, args ...any) Verdict {
+	return Verdict{Act: Fail, Reason: fmt.Sprintf(format, args...)}
 }
 
-// ReadyForQuery takes the end of a unit with the transaction status. It
-// hides the ReadyForQuery of a pre-check that passed: the client's own Query
-// follows and gets its own.
-func (s *Session) ReadyForQuery(status byte) Verdict {
-	u, ok := s.slots.popUnit()
-	if ok && u.precheck {
-		s.lastReady = status
-		if u.failed {
-			s.precheck = PrecheckRefused
-			return Forward
+// applyEffects confirms the registry changes of statement i of a Query.
+func (s *Session) applyEffects(h *slot, i int) {
+	if i < len(h.effects) {
+		for _, op := range h.effects[i] {
+			s.reg.settle(op, true)
 		}
-		s.precheck = PrecheckProceed
-		return Hide
+		h.effects[i] = nil
+	}
+}
+
+// serverError takes an ErrorResponse. The head slot, and what the server
+// skips after it, are settled; an error that answers an injected statement
+// is cleaned for the client (internal context removed, the check's errors
+// mapped by hwm.ClientError) and replaces the original.
+func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
+	h := s.slots.front()
+	if h == nil || e.Severity == "FATAL" || e.Severity == "PANIC" {
+		return Verdict{} // the server is closing the connection
+	}
+	injected, check, probe := h.isInjected(), h.isCheck(), h.probe
+	if probe {
+		s.setMaybe() // could not ask: assume a token
+	}
+	switch h.kind {
+	case slotQuery:
+		h.failed = true
+		for i := h.stmt; i < len(h.effects); i++ {
+			for _, op := range h.effects[i] {
+				s.reg.settle(op, false)
+			}
+		}
+		h.effects, h.stmt = nil, len(h.injected) // the rest of the text is skipped
+	case slotFunctionCall:
+		// ReadyForQuery follows.
+	default:
+		// The server skips every message up to the next Sync.
+		for !s.slots.empty() && s.slots.front().kind != slotSync {
+			sl := s.slots.pop()
+			for _, op := range sl.ops {
+				s.reg.settle(op, false)
+			}
+			for _, ops := range sl.effects {
+				for _, op := range ops {
+					s.reg.settle(op, false)
+				}
+			}
+			if sl.ends && sl.lexing {
+				s.lexPending--
+			}
+		}
+	}
+	if probe {
+		return Verdict{Act: Hide}
+	}
+	if !injected {
+		return Verdict{}
+	}
+	c := *e
+	if check {
+		if code, msg, rewrite := hwm.ClientError(c.Code, c.Message); rewrite {
+			c.Code, c.Message = code, msg
+		}
+	}
+	c.Where, c.InternalQuery, c.InternalPosition, c.Position = "", "", 0, 0
+	c.SchemaName, c.TableName, c.ColumnName, c.DataTypeName, c.ConstraintName = "", "", "", "", ""
+	c.File, c.Line, c.Routine = "", 0, ""
+	return Verdict{Act: Replace, Error: &c}
+}
+
+// readyForQuery ends the unit at the head of the queue with the server's
+// transaction status.
+func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
+	u := s.slots.pop()
+	for _, op := range u.ops {
+		s.reg.settle(op, true) // a Query drops the unnamed statement and portal even when it fails
+	}
+	for _, ops := range u.effects {
+		for _, op := range ops {
+			s.reg.settle(op, false) // statements that never completed
+		}
+	}
+	if u.lexing {
+		s.lexPending--
 	}
 	s.lastReady = status
-	s.txChecked = ok && status == 'T' && u.endsChecked
-	s.txKey = u.key
-	if status == 'I' && s.slots.unitsInFlight == 0 {
-		// Portals do not outlive their transaction.
-		clear(s.portals)
+	if status == 'I' {
+		s.reg.transactionEnded() // portals do not outlive their transaction
 	}
-	return Forward
+	switch {
+	case u.precheck:
+		if u.failed {
+			s.pre = preRefused
+			return Verdict{} // the client sees the refusal's ErrorResponse and this
+		}
+		s.pre = preProceed
+		return Verdict{Act: Hide} // the client's own Query follows and gets its own
+	case u.probe:
+		if u.gen == s.maybeGen {
+			s.tokenMaybe = false // nothing set it since the probe was sent
+		}
+		return Verdict{Act: Hide}
+	}
+	s.txChecked = status == 'T' && u.endsChecked
+	s.txKey = u.key
+	return v
 }

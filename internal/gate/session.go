@@ -1,83 +1,152 @@
 package gate
 
 import (
+	"strings"
+
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// Reserved names of the statements and portals the gate injects in the
-// extended protocol. The unit separator byte makes a clash with a client's
-// own names practically impossible (clients name statements with printable
-// text: pgx "stmtcache_…", JDBC "S_1", libpq whatever the caller chose).
+// reservedPrefix starts the names of the statements and portals the gate
+// injects. A client message, or SQL statement, that names a statement,
+// portal or cursor with this prefix is refused (DESIGN.md "Fail closed",
+// rule 5): a client that could close or redefine the proxy's statements
+// could make a check run its own text.
+const reservedPrefix = "fenceproxy\x1f"
+
+// Names of the statements and portals the gate injects.
 const (
-	checkName = "fenceproxy\x1fcheck"
-	raiseName = "fenceproxy\x1fraise"
+	checkName = reservedPrefix + "check"
+	raiseName = reservedPrefix + "raise"
+	probeName = reservedPrefix + "probe"
 )
 
-const (
-	// Forward sends the reply to the client as it came.
-	Forward Verdict = iota
-	// Hide drops the reply: it answers a message the gate injected.
-	Hide
-	// Replace sends the modified ErrorResponse instead of the original.
-	Replace
-)
+// Msg is a client message as gate needs to see it. pgwire fills in the
+// fields of the message's type; Bind's parameters and copy data are never
+// needed.
+type Msg struct {
+	Type   byte   // protocol message type: 'Q', 'P', 'B', 'E', 'D', 'C', 'S', 'F', 'H', 'd', 'c', 'f', 'X'
+	Name   string // Parse, Bind: the statement; Describe, Close: the object's name
+	Portal string // Bind, Execute: the portal
+	Text   string // Query, Parse: the query text
+	Object byte   // Describe, Close: 'S' (statement) or 'P' (portal)
+}
 
-// unitState is the gate's prediction, while the client sends a unit (a Query,
-// a FunctionCall, or extended-protocol messages up to Sync), of whether the
-// transaction the next statement runs in has been checked. Within a unit the
-// prediction is exact: the server runs the unit's statements in order and
-// skips the rest after the first error.
+// Decision is what pgwire does with one client message.
+type Decision struct {
+	// Wait: send nothing now; flush what was sent, wait until Settled
+	// reports true (every reply to what was sent has arrived), then send
+	// Before, if any, and ask again with the same message. A Decision with
+	// Wait set has no other effect on the session... except that Before is
+	// sent before waiting when it is not empty (a pre-check).
+	Wait bool
+	// Before are messages to send upstream ahead of the client's.
+	Before []pgproto3.FrontendMessage
+	// Replace, when not nil, is sent instead of the client's message.
+	Replace pgproto3.FrontendMessage
+	// Drop: the client's message is not sent at all.
+	Drop bool
+	// After are messages to send upstream after the client's.
+	After []pgproto3.FrontendMessage
+}
+
+// unitState is the gate's prediction, while the client sends a unit (a
+// Query, a FunctionCall, or extended-protocol messages up to Sync), of
+// whether the transaction the next statement runs in has been checked.
+// Within a unit the prediction is exact: the server runs the unit's
+// statements in order and skips the rest after the first error.
 type unitState struct {
 	open    bool
 	checked bool
 	key     checkKey
-}
-
-// statement is a prepared statement or portal: its text, analysed lazily.
-type statement struct {
-	text string
+	probe   bool // the unit ran something that may set the token unseen
+	lexing  bool // the unit may change how the server lexes text
 }
 
 // Session is the fencing state machine of one client connection. It sees
-// every client message before pgwire forwards it and every server reply
-// before pgwire relays it, and answers with values: messages to inject, a
-// rewritten query, a verdict on a reply. It does no I/O.
+// every client message before pgwire forwards it ([Session.Client]) and
+// every server reply before pgwire relays it ([Session.Server]), and
+// answers with values. It does no I/O.
 //
 // A Session is not safe for concurrent use; pgwire serializes the calls from
 // its two directions.
 type Session struct {
 	cfg *Config
 
-	// tokenMaybe is set once lock.fencing_token or lock.resource may hold a
-	// value on the server: from then on every transaction's first read or
-	// write is checked, and the server evaluates the setting inside the check
-	// (current_setting), so the gate never has to agree with it exactly.
+	// tokenMaybe is set while lock.fencing_token may hold a value on the
+	// server: every transaction's first read or write is then checked, and
+	// the server evaluates the setting inside the check. It is cleared only
+	// by a probe's answer (hwm.ProbeStatement) sent when nothing had set it
+	// since (maybeGen counts the settings).
 	tokenMaybe bool
+	maybeGen   uint64
 
-	stmts   map[string]*statement
-	portals map[string]*statement
+	reg      registry
+	unit     unitState
+	slots    slotQueue
+	settings settings
 
-	checkParsed bool // our check statement is (being) prepared upstream
+	lexPending int  // units in flight that may change lexing settings
+	extOpen    bool // extended-protocol messages sent since the last Sync
+	probeDue   bool // a probe waits for the next boundary both sides agree on
+	lastReady  byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
+	txChecked  bool // confirmed: the open transaction block has passed a check
+	txKey      checkKey
 
-	unit unitState
-
-	// Reply side.
-	slots     slotQueue
-	lastReady byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
-	precheck  PrecheckResult
-	txChecked bool // confirmed: the open transaction block has passed a check
-	txKey     checkKey
+	pre precheckState
 }
 
 // NewSession returns the state machine for a connection whose startup
-// message carried params.
+// message carried params. Until the startup probe is answered (see
+// [Session.Probe]), the session may hold a token.
 func NewSession(cfg *Config, params map[string]string) *Session {
-	s := &Session{cfg: cfg, stmts: map[string]*statement{}, portals: map[string]*statement{}, lastReady: 'I'}
-	if opts := params["options"]; containsFold(opts, "lock.fencing_token") || containsFold(opts, "lock.resource") {
-		s.tokenMaybe = true
+	return &Session{cfg: cfg, tokenMaybe: true, reg: newRegistry(), lastReady: 'I', settings: settings{encoding: "UTF8"}}
+}
+
+// Probe returns the messages of a probe of lock.fencing_token, to send
+// after authentication (the server's settings include startup parameters
+// in every form, role and database defaults), before the client's first
+// message; pgwire relays its replies through Server as usual: all are
+// hidden.
+func (s *Session) Probe() []pgproto3.FrontendMessage {
+	return s.probe()
+}
+
+// Settled reports whether every reply to what was sent upstream has
+// arrived.
+func (s *Session) Settled() bool { return s.slots.empty() }
+
+// Client decides about one client message.
+func (s *Session) Client(m Msg) Decision {
+	switch m.Type {
+	case 'Q':
+		return s.query(m.Text)
+	case 'P':
+		return s.parse(m.Name, m.Text)
+	case 'B':
+		return s.bind(m.Portal, m.Name)
+	case 'E':
+		return s.execute(m.Portal)
+	case 'D':
+		return s.describe(m.Object, m.Name)
+	case 'C':
+		return s.close(m.Object, m.Name)
+	case 'S':
+		return s.sync()
+	case 'F':
+		return s.functionCall()
 	}
-	return s
+	return Decision{} // Flush, copy data, Terminate: no reply of their own
+}
+
+// fencingPossible reports whether a statement may need a check: the session
+// may hold a token, or the proxy guards tables.
+func (s *Session) fencingPossible() bool { return s.tokenMaybe || len(s.cfg.Tables) > 0 }
+
+// setMaybe records that the session may now hold a token.
+func (s *Session) setMaybe() {
+	s.tokenMaybe = true
+	s.maybeGen++
 }
 
 // beginUnit starts a unit, carrying over the confirmed state of the
@@ -92,179 +161,51 @@ func (s *Session) beginUnit() {
 	}
 }
 
-// endUnit closes the unit with the slot whose ReadyForQuery ends it.
-func (s *Session) endUnit(kind slotKind) {
-	s.slots.push(slot{kind: kind})
-	s.endUnitWith()
-}
-
-// Query takes a simple-protocol Query. It returns the text to send instead
-// (with checks injected before the statements that need them) and true, or
-// "" and false to send the client's text unchanged.
-func (s *Session) Query(sql string) (string, bool) {
-	s.beginUnit()
-	a, err := s.analyze(sql)
-	var injected []injKind
-	var out []byte
-	if err != nil {
-		out = s.refuseUnparsable(err)
-		if out != nil {
-			injected = []injKind{injRaise}
-			out = append(append(out, "; "...), sql...)
-		}
-	} else if a != nil {
-		prev := 0
-		for i := range a.Statements {
-			st := &a.Statements[i]
-			act := s.decide(st)
-			if act.kind == actNone {
-				injected = append(injected, injNone)
-				continue
-			}
-			if out == nil {
-				out = make([]byte, 0, len(sql)+160)
-			}
-			out = append(out, sql[prev:st.Start]...)
-			out = appendAction(out, act)
-			out = append(out, "; "...)
-			prev = st.Start
-			kind := injCheck
-			if act.kind == actRaise {
-				kind = injRaise
-			}
-			injected = append(injected, kind, injNone)
-		}
-		if out != nil {
-			out = append(out, sql[prev:]...)
-		}
+// endUnit closes the unit with sl, the slot whose ReadyForQuery ends it,
+// and returns the probe to send after it, if the unit needs one.
+func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
+	sl.ends = true
+	sl.endsChecked, sl.key, sl.lexing = s.unit.checked, s.unit.key, s.unit.lexing
+	if sl.lexing {
+		s.lexPending++
 	}
-	if out == nil {
-		s.slots.push(slot{kind: slotQuery})
-		s.endUnitWith()
-		return "", false
+	s.slots.push(sl)
+	s.probeDue = s.probeDue || s.unit.probe
+	s.unit = unitState{}
+	s.reg.endUnit()
+	if sl.kind == slotSync {
+		s.extOpen = false
 	}
-	s.slots.push(slot{kind: slotQuery, injected: injected})
-	s.endUnitWith()
-	return string(out), true
-}
-
-// endUnitWith marks the slot just pushed as the one ending the unit.
-func (s *Session) endUnitWith() {
-	last := s.slots.last()
-	last.ends = true
-	last.endsChecked, last.key = s.unit.checked, s.unit.key
-	s.slots.unitsInFlight++
-	s.unit.open = false
-}
-
-// Parse records an extended-protocol statement.
-func (s *Session) Parse(name, sql string) {
-	s.beginUnit()
-	s.stmts[name] = &statement{text: sql}
-	s.slots.push(slot{kind: slotParse})
-}
-
-// Bind records which statement a portal runs. Parameters are not needed.
-func (s *Session) Bind(portal, stmt string) {
-	s.beginUnit()
-	s.portals[portal] = s.stmts[stmt]
-	s.slots.push(slot{kind: slotBind})
-}
-
-// Describe records a Describe of a statement ('S') or portal ('P').
-func (s *Session) Describe(kind byte) {
-	s.beginUnit()
-	if kind == 'S' {
-		s.slots.push(slot{kind: slotDescribeStmt})
-	} else {
-		s.slots.push(slot{kind: slotDescribePortal})
-	}
-}
-
-// Close records the Close of a statement ('S') or portal ('P').
-func (s *Session) Close(kind byte, name string) {
-	s.beginUnit()
-	if kind == 'S' {
-		delete(s.stmts, name)
-	} else {
-		delete(s.portals, name)
-	}
-	s.slots.push(slot{kind: slotClose})
-}
-
-// Sync ends an extended-protocol unit.
-func (s *Session) Sync() {
-	s.beginUnit()
-	s.endUnit(slotSync)
-}
-
-// FunctionCall records a fast-path function call (a unit of its own). It is
-// not fenced: the gate cannot see what the function does.
-func (s *Session) FunctionCall() {
-	s.beginUnit()
-	s.endUnit(slotFunctionCall)
-}
-
-// Execute takes the Execute of portal and returns the messages to send before
-// it (nil when none).
-func (s *Session) Execute(portal string) []pgproto3.FrontendMessage {
-	s.beginUnit()
-	var inject []pgproto3.FrontendMessage
-	if p := s.portals[portal]; p != nil {
-		inject = s.executeStatement(p.text)
-	}
-	s.slots.push(slot{kind: slotExecute})
-	return inject
-}
-
-func (s *Session) executeStatement(text string) []pgproto3.FrontendMessage {
-	a, err := s.analyze(text)
-	if err != nil {
-		if raise := s.refuseUnparsable(err); raise != nil {
-			return s.injectRaise(string(raise))
-		}
-		return nil
-	}
-	if a == nil || len(a.Statements) != 1 {
-		return nil // irrelevant, empty, or several (the server refuses those)
-	}
-	act := s.decide(&a.Statements[0])
-	switch act.kind {
-	case actCheck:
-		return s.injectCheck(act.args)
-	case actRaise:
-		return s.injectRaise(string(hwm.AppendRaise(nil, act.code, act.message)))
+	if s.probeDue && !s.extOpen {
+		// Only at a Sync, or after a Query or FunctionCall outside an
+		// extended sequence: the probe's own Sync must not end a client's
+		// sequence early.
+		s.probeDue = false
+		return s.probe()
 	}
 	return nil
 }
 
-func (s *Session) injectCheck(args hwm.CheckArgs) []pgproto3.FrontendMessage {
-	msgs := make([]pgproto3.FrontendMessage, 0, 4)
-	if !s.checkParsed {
-		msgs = append(msgs, &pgproto3.Parse{Name: checkName, Query: hwm.CheckStatement})
-		s.slots.push(slot{kind: slotParse, inj: true, check: true, parse: true})
-		s.checkParsed = true
+// probe returns a probe of lock.fencing_token as a unit of its own, in the
+// extended protocol so that the client's unnamed statement and portal
+// survive (a simple Query would drop them). Its replies are hidden.
+func (s *Session) probe() []pgproto3.FrontendMessage {
+	s.setMaybe()
+	s.slots.push(slot{kind: slotClose, inj: true, probe: true})
+	s.slots.push(slot{kind: slotParse, inj: true, probe: true})
+	s.slots.push(slot{kind: slotBind, inj: true, probe: true})
+	s.slots.push(slot{kind: slotExecute, inj: true, probe: true})
+	s.slots.push(slot{kind: slotClose, inj: true, probe: true})
+	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen})
+	return []pgproto3.FrontendMessage{
+		&pgproto3.Close{ObjectType: 'S', Name: probeName},
+		&pgproto3.Parse{Name: probeName, Query: hwm.ProbeStatement},
+		&pgproto3.Bind{DestinationPortal: probeName, PreparedStatement: probeName},
+		&pgproto3.Execute{Portal: probeName},
+		&pgproto3.Close{ObjectType: 'P', Name: probeName},
+		&pgproto3.Sync{},
 	}
-	msgs = append(msgs,
-		&pgproto3.Bind{DestinationPortal: checkName, PreparedStatement: checkName, Parameters: hwm.Params(args)},
-		&pgproto3.Execute{Portal: checkName},
-		&pgproto3.Close{ObjectType: 'P', Name: checkName},
-	)
-	s.slots.push(slot{kind: slotBind, inj: true, check: true})
-	s.slots.push(slot{kind: slotExecute, inj: true, check: true})
-	s.slots.push(slot{kind: slotClose, inj: true, check: true})
-	return msgs
 }
 
-func (s *Session) injectRaise(sql string) []pgproto3.FrontendMessage {
-	s.slots.push(slot{kind: slotClose, inj: true})
-	s.slots.push(slot{kind: slotParse, inj: true})
-	s.slots.push(slot{kind: slotBind, inj: true})
-	s.slots.push(slot{kind: slotExecute, inj: true})
-	return []pgproto3.FrontendMessage{
-		&pgproto3.Close{ObjectType: 'S', Name: raiseName},
-		&pgproto3.Parse{Name: raiseName, Query: sql},
-		&pgproto3.Bind{DestinationPortal: raiseName, PreparedStatement: raiseName},
-		&pgproto3.Execute{Portal: raiseName},
-	}
-}
+// reserved reports whether a client-chosen name is one of the proxy's.
+func reserved(name string) bool { return strings.HasPrefix(name, reservedPrefix) }

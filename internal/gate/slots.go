@@ -1,6 +1,6 @@
 package gate
 
-// slotKind is the kind of client message whose replies a slot awaits.
+// slotKind is the kind of message sent upstream whose replies a slot awaits.
 type slotKind uint8
 
 const (
@@ -17,27 +17,34 @@ const (
 
 // slot is one message sent upstream whose replies have not all arrived.
 // The server answers messages in order, so the queue's head is what the next
-// reply belongs to.
+// reply belongs to (PostgreSQL protocol, "Message Flow").
 type slot struct {
 	kind slotKind
 
 	inj   bool // an extended-protocol message the gate injected
 	check bool // part of an injected check (its errors are mapped by hwm)
-	parse bool // the injected Parse of the check statement
+	probe bool // part of an injected probe of lock.fencing_token
 
 	// For slotQuery: for each statement of the sent text, whether the gate
-	// injected it and what it is, and the index of the statement the next
-	// reply belongs to.
+	// injected it, and the registry changes it makes once it completes; and
+	// the index of the statement the next reply belongs to.
 	injected []injKind
+	effects  [][]regOp
 	stmt     int
 
+	// For Parse, Bind, Close and Execute: the registry changes the message
+	// makes once the server confirms it.
+	ops []regOp
+
 	// For the slot ending a unit (slotQuery, slotSync, slotFunctionCall):
-	// the gate's prediction at the unit's end.
+	// the gate's prediction at the unit's end, and what the unit did.
 	ends        bool
 	endsChecked bool
 	key         checkKey
+	lexing      bool   // the unit may change standard_conforming_strings or client_encoding
+	gen         uint64 // probe: Session.maybeGen when the probe was sent
 
-	// For a pre-check Query (see Session.Precheck): whether it failed.
+	// For a pre-check Query (see Session.precheck): whether it failed.
 	precheck bool
 	failed   bool
 }
@@ -67,6 +74,54 @@ func (s *slot) isCheck() bool {
 	return s.check
 }
 
+// accepts reports whether a reply of type typ (other than ErrorResponse,
+// NoticeResponse, ParameterStatus and NotificationResponse, which any slot
+// accepts) can answer a message of this kind, and whether it is the last
+// reply the message gets.
+func (k slotKind) accepts(typ byte) (ok, last bool) {
+	switch k {
+	case slotQuery:
+		switch typ {
+		case 'T', 'D', 'C', 'I', 'G', 'H', 'W', 'd', 'c':
+			return true, false
+		case 'Z':
+			return true, true
+		}
+	case slotParse:
+		return typ == '1', true
+	case slotBind:
+		return typ == '2', true
+	case slotExecute:
+		switch typ {
+		case 'D', 'G', 'H', 'W', 'd', 'c':
+			return true, false
+		case 'C', 'I', 's':
+			return true, true
+		}
+	case slotDescribeStmt:
+		switch typ {
+		case 't':
+			return true, false
+		case 'T', 'n':
+			return true, true
+		}
+	case slotDescribePortal:
+		return typ == 'T' || typ == 'n', true
+	case slotClose:
+		return typ == '3', true
+	case slotSync:
+		return typ == 'Z', true
+	case slotFunctionCall:
+		switch typ {
+		case 'V':
+			return true, false
+		case 'Z':
+			return true, true
+		}
+	}
+	return false, false
+}
+
 // slotQueue is a FIFO of slots that reuses its storage.
 type slotQueue struct {
 	buf           []slot
@@ -74,52 +129,35 @@ type slotQueue struct {
 	unitsInFlight int // ending slots in the queue
 }
 
-func (q *slotQueue) push(s slot) {
+func (q *slotQueue) push(s slot) *slot {
 	if q.head > 0 && q.head == len(q.buf) {
 		q.buf, q.head = q.buf[:0], 0
 	}
 	q.buf = append(q.buf, s)
+	if s.ends {
+		q.unitsInFlight++
+	}
+	return &q.buf[len(q.buf)-1]
 }
 
+func (q *slotQueue) empty() bool { return q.head == len(q.buf) }
+
 func (q *slotQueue) front() *slot {
-	if q.head == len(q.buf) {
+	if q.empty() {
 		return nil
 	}
 	return &q.buf[q.head]
 }
 
-func (q *slotQueue) last() *slot { return &q.buf[len(q.buf)-1] }
-
-func (q *slotQueue) pop() {
-	if q.head < len(q.buf) {
-		if q.buf[q.head].ends {
-			q.unitsInFlight--
-		}
-		q.buf[q.head] = slot{}
-		q.head++
+func (q *slotQueue) pop() slot {
+	s := q.buf[q.head]
+	if s.ends {
+		q.unitsInFlight--
 	}
+	q.buf[q.head] = slot{}
+	q.head++
 	if q.head == len(q.buf) {
 		q.buf, q.head = q.buf[:0], 0
 	}
-}
-
-// popUnit pops slots up to and including the next unit end and returns that
-// slot; ok is false when there was none (a reply the gate did not expect).
-func (q *slotQueue) popUnit() (s slot, ok bool) {
-	for q.head < len(q.buf) {
-		s = q.buf[q.head]
-		q.pop()
-		if s.ends {
-			return s, true
-		}
-	}
-	return slot{}, false
-}
-
-// dropUntilUnitEnd pops the slots before the next unit end: after an error
-// the server skips those messages without a reply.
-func (q *slotQueue) dropUntilUnitEnd() {
-	for q.head < len(q.buf) && !q.buf[q.head].ends {
-		q.pop()
-	}
+	return s
 }

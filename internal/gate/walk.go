@@ -28,6 +28,8 @@ type walker struct {
 	fenceOther bool     // any other reference to schema fence
 	locking    bool     // a FOR UPDATE/SHARE clause somewhere
 	setsFence  bool     // may change lock.fencing_token or lock.resource
+	setsLexing bool     // may change standard_conforming_strings or client_encoding
+	opaque     bool     // runs code the text does not show (DO, CALL)
 
 	// deferred > 0 inside subtrees that this statement does not execute
 	// now: function bodies, rule actions, PREPARE's statement, EXPLAIN
@@ -183,6 +185,10 @@ func (w *walker) enter(m protoreflect.ProtoMessage) bool {
 		w.funcCall(n)
 	case *pg_query.DoStmt:
 		w.doStmt(n)
+	case *pg_query.CallStmt:
+		if w.deferred == 0 {
+			w.opaque = true
+		}
 	case *pg_query.ExplainStmt:
 		if !hasOption(n.Options, "analyze") {
 			w.deferredChildren(m)
@@ -236,16 +242,19 @@ func (w *walker) funcCall(n *pg_query.FuncCall) {
 		return // a call in a body or a PREPAREd statement does not run now
 	}
 	if len(n.Args) == 0 {
-		w.setsFence = true
+		w.setsFence, w.setsLexing = true, true
 		return
 	}
 	name, ok := constString(n.Args[0])
 	if !ok {
-		w.setsFence = true // set_config($1, …) or an expression: could be ours
+		w.setsFence, w.setsLexing = true, true // set_config($1, …) or an expression: could be ours
 		return
 	}
 	if isFenceSetting(name) {
 		w.setsFence = true
+	}
+	if isLexingSetting(name) {
+		w.setsLexing = true
 	}
 	if strings.EqualFold(name, "search_path") && len(n.Args) > 1 {
 		if v, ok := constString(n.Args[1]); !ok || mentionsFence(v) {
@@ -258,7 +267,7 @@ func (w *walker) funcCall(n *pg_query.FuncCall) {
 // assumed to change the fencing settings, and to touch the fence schema when
 // its text mentions it at all.
 func (w *walker) doStmt(n *pg_query.DoStmt) {
-	w.setsFence = true
+	w.opaque = true
 	for _, a := range n.Args {
 		if d := a.GetDefElem(); d != nil && d.Defname == "as" {
 			if mentionsFence(d.Arg.GetString_().GetSval()) {
@@ -310,6 +319,12 @@ func namesSchemas(m protoreflect.ProtoMessage) bool {
 // ours. PostgreSQL compares parameter names case-insensitively.
 func isFenceSetting(name string) bool {
 	return strings.EqualFold(name, settingToken) || strings.EqualFold(name, settingResource)
+}
+
+// isLexingSetting reports whether a parameter changes how the server lexes
+// query text. SET NAMES is client_encoding.
+func isLexingSetting(name string) bool {
+	return strings.EqualFold(name, "standard_conforming_strings") || strings.EqualFold(name, "client_encoding")
 }
 
 // mentionsFence reports whether s contains "fence" in any case.

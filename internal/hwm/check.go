@@ -133,3 +133,10 @@ func appendBool(dst []byte, b bool) []byte {
 }
 
 func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
+
+// ProbeStatement returns one row (of no columns) when the session's
+// lock.fencing_token setting holds a value, and none otherwise. The proxy
+// runs it, hidden from the client, when a session starts and after a client
+// statement that may have changed the setting in a way the text does not
+// show, so that whether a session carries a token is the server's answer.
+const ProbeStatement = "SELECT WHERE pg_catalog.current_setting('lock.fencing_token', true) <> ''"

@@ -202,7 +202,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) newSession(conn net.Conn) *session {
-	sess := &session{srv: s, client: conn, id: s.nextID.Add(1), precheckDone: make(chan gate.PrecheckResult, 1), closed: make(chan struct{})}
+	sess := &session{srv: s, client: conn, id: s.nextID.Add(1), settled: make(chan struct{}, 1), closed: make(chan struct{})}
 	sess.log = s.log.With("conn", sess.id, "client", conn.RemoteAddr().String())
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -50,8 +51,8 @@ type session struct {
 	clientTLSOn bool // the client connection is TLS
 	overLimit   bool // accepted beyond Config.MaxClientConns: refuse after startup
 
-	precheckDone chan gate.PrecheckResult // outcome of a pre-check, to the client pump
-	closed       chan struct{}            // closed by close
+	settled chan struct{} // signalled by the upstream reader when gate may have settled
+	closed  chan struct{} // closed by close
 
 	closeOnce  sync.Once
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
@@ -283,6 +284,18 @@ func (s *session) relayAuth() error {
 		if typ == 'R' && len(body) >= 4 && binary.BigEndian.Uint32(body) == 10 {
 			body = stripChannelBinding(body) // AuthenticationSASL
 		}
+		if typ == 'S' {
+			var ps pgproto3.ParameterStatus
+			if err := ps.Decode(body); err != nil {
+				return err
+			}
+			s.gate.Server(gate.Reply{Type: 'S', Param: ps.Name, Value: ps.Value})
+		}
+		if typ == 'Z' {
+			if err := s.startupProbe(); err != nil {
+				return err
+			}
+		}
 		if err := s.writeRaw(s.cw, typ, body); err != nil {
 			return err
 		}
@@ -300,6 +313,34 @@ func (s *session) relayAuth() error {
 					return err
 				}
 			}
+		}
+	}
+}
+
+// startupProbe asks the server, hidden from the client, whether the new
+// session holds a fencing token (from startup parameters in any form, or
+// role and database defaults), before the client may send its first query.
+func (s *session) startupProbe() error {
+	if err := s.writeMessages(s.gate.Probe()); err != nil {
+		return err
+	}
+	if err := s.uw.Flush(); err != nil {
+		return err
+	}
+	for {
+		s.gateMu.Lock()
+		settled := s.gate.Settled()
+		s.gateMu.Unlock()
+		if settled {
+			return nil
+		}
+		typ, n, err := s.ur.header()
+		if err != nil {
+			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
+			return err
+		}
+		if _, err := s.upstreamMessage(typ, n); err != nil {
+			return err
 		}
 	}
 }
@@ -398,12 +439,6 @@ func (s *session) pumpClient() error {
 			return err
 		}
 		s.srv.metrics.bytesUpstream.Add(float64(n + headerLen))
-		switch typ {
-		case 'Q', 'S', 'F': // each is answered by one ReadyForQuery
-			s.stateMu.Lock()
-			s.inflight++
-			s.stateMu.Unlock()
-		}
 		if err := s.clientMessage(typ, n); err != nil {
 			var ce *clientError
 			if errors.As(err, &ce) {
@@ -453,94 +488,170 @@ func (s *session) checkClientMessage(typ byte, n int) error {
 	return nil
 }
 
-// clientMessage forwards one client message whose header has been read.
+// clientMessage forwards one client message whose header has been read,
+// as gate decides: unchanged, with messages before or after it, replaced,
+// dropped, or after waiting for the replies to what was sent before.
 func (s *session) clientMessage(typ byte, n int) error {
 	switch typ {
-	case 'Q':
+	case 'Q', 'P', 'E', 'D', 'C':
 		body, err := s.cr.body(n)
 		if err != nil {
 			return err
 		}
-		var q pgproto3.Query
-		if err := q.Decode(body); err != nil {
-			return protocolViolation("invalid Query message: " + err.Error())
-		}
-		if proceed, err := s.precheck(q.String); !proceed || err != nil {
-			return err
-		}
-		s.gateMu.Lock()
-		text, changed := s.gate.Query(q.String)
-		s.gateMu.Unlock()
-		if changed {
-			s.srv.metrics.checks.Inc()
-			return s.writeUpstream(&pgproto3.Query{String: text})
-		}
-		return s.writeRaw(s.uw, typ, body)
-	case 'P':
-		body, err := s.cr.body(n)
+		m, err := decodeClient(typ, body)
 		if err != nil {
 			return err
 		}
-		var p pgproto3.Parse
-		if err := p.Decode(body); err != nil {
-			return protocolViolation("invalid Parse message: " + err.Error())
+		d, err := s.decide(m)
+		if err != nil {
+			return err
 		}
-		s.gateMu.Lock()
-		s.gate.Parse(p.Name, p.Query)
-		s.gateMu.Unlock()
-		return s.writeRaw(s.uw, typ, body)
+		return s.apply(d, func() error {
+			if err := s.writeRaw(s.uw, typ, body); err != nil {
+				return err
+			}
+			s.sent(typ)
+			return nil
+		})
 	case 'B':
 		return s.bind(n)
-	case 'E':
-		body, err := s.cr.body(n)
+	case 'S', 'F':
+		d, err := s.decide(gate.Msg{Type: typ})
 		if err != nil {
 			return err
 		}
-		var e pgproto3.Execute
-		if err := e.Decode(body); err != nil {
-			return protocolViolation("invalid Execute message: " + err.Error())
-		}
-		s.gateMu.Lock()
-		inject := s.gate.Execute(e.Portal)
-		s.gateMu.Unlock()
-		if len(inject) > 0 {
-			s.srv.metrics.checks.Inc()
-		}
-		for _, m := range inject {
-			if err := s.writeUpstream(m); err != nil {
+		if d.Replace != nil || d.Drop {
+			if err := s.cr.discard(n); err != nil {
 				return err
 			}
 		}
-		return s.writeRaw(s.uw, typ, body)
-	case 'D', 'C':
-		body, err := s.cr.body(n)
-		if err != nil {
-			return err
-		}
-		if len(body) < 2 || body[len(body)-1] != 0 {
-			return protocolViolation(fmt.Sprintf("invalid %q message", typ))
-		}
-		s.gateMu.Lock()
-		if typ == 'D' {
-			s.gate.Describe(body[0])
-		} else {
-			s.gate.Close(body[0], string(body[1:len(body)-1]))
-		}
-		s.gateMu.Unlock()
-		return s.writeRaw(s.uw, typ, body)
-	case 'S', 'F':
-		s.gateMu.Lock()
-		if typ == 'S' {
-			s.gate.Sync()
-		} else {
-			s.gate.FunctionCall()
-		}
-		s.gateMu.Unlock()
+		return s.apply(d, func() error { return s.forward(typ, n) })
 	}
+	return s.forward(typ, n)
+}
+
+// forward streams a client message's body upstream unchanged.
+func (s *session) forward(typ byte, n int) error {
 	if err := writeHeader(s.uw, typ, n); err != nil {
 		return err
 	}
-	return s.cr.copyBody(s.uw, n)
+	if err := s.cr.copyBody(s.uw, n); err != nil {
+		return err
+	}
+	s.sent(typ)
+	return nil
+}
+
+// decodeClient decodes what gate needs of a Query, Parse, Execute,
+// Describe or Close.
+func decodeClient(typ byte, body []byte) (gate.Msg, error) {
+	m := gate.Msg{Type: typ}
+	switch typ {
+	case 'Q':
+		var q pgproto3.Query
+		if err := q.Decode(body); err != nil {
+			return m, protocolViolation("invalid Query message: " + err.Error())
+		}
+		m.Text = q.String
+	case 'P':
+		var p pgproto3.Parse
+		if err := p.Decode(body); err != nil {
+			return m, protocolViolation("invalid Parse message: " + err.Error())
+		}
+		m.Name, m.Text = p.Name, p.Query
+	case 'E':
+		var e pgproto3.Execute
+		if err := e.Decode(body); err != nil {
+			return m, protocolViolation("invalid Execute message: " + err.Error())
+		}
+		m.Portal = e.Portal
+	case 'D', 'C':
+		if len(body) < 2 || body[len(body)-1] != 0 || bytes.IndexByte(body[1:len(body)-1], 0) >= 0 {
+			return m, protocolViolation(fmt.Sprintf("invalid %q message", typ))
+		}
+		m.Object, m.Name = body[0], string(body[1:len(body)-1])
+	}
+	return m, nil
+}
+
+// decide asks gate about m, waiting as long as gate says to: until every
+// reply to what was sent before has arrived.
+func (s *session) decide(m gate.Msg) (gate.Decision, error) {
+	for {
+		s.gateMu.Lock()
+		d := s.gate.Client(m)
+		s.gateMu.Unlock()
+		if !d.Wait {
+			return d, nil
+		}
+		if err := s.writeMessages(d.Before); err != nil {
+			return d, err
+		}
+		if err := s.uw.Flush(); err != nil {
+			return d, err
+		}
+		if err := s.waitSettled(); err != nil {
+			return d, err
+		}
+	}
+}
+
+// waitSettled blocks until gate has every reply to what was sent.
+func (s *session) waitSettled() error {
+	for {
+		s.gateMu.Lock()
+		settled := s.gate.Settled()
+		s.gateMu.Unlock()
+		if settled {
+			return nil
+		}
+		select {
+		case <-s.settled:
+		case <-s.closed:
+			return net.ErrClosed
+		}
+	}
+}
+
+// apply carries out d around the client's own message, which own writes.
+func (s *session) apply(d gate.Decision, own func() error) error {
+	if len(d.Before) > 0 || d.Replace != nil || d.Drop {
+		s.srv.metrics.checks.Inc()
+	}
+	if err := s.writeMessages(d.Before); err != nil {
+		return err
+	}
+	switch {
+	case d.Replace != nil:
+		if err := s.writeUpstream(d.Replace); err != nil {
+			return err
+		}
+	case !d.Drop:
+		if err := own(); err != nil {
+			return err
+		}
+	}
+	return s.writeMessages(d.After)
+}
+
+// writeMessages writes injected messages upstream.
+func (s *session) writeMessages(msgs []pgproto3.FrontendMessage) error {
+	for _, m := range msgs {
+		if err := s.writeUpstream(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sent counts a message sent upstream that a ReadyForQuery answers.
+func (s *session) sent(typ byte) {
+	switch typ {
+	case 'Q', 'S', 'F':
+		s.stateMu.Lock()
+		s.inflight++
+		s.stateMu.Unlock()
+	}
 }
 
 // bind forwards a Bind, reading only the portal and statement names and
@@ -554,17 +665,26 @@ func (s *session) bind(n int) error {
 	if err != nil {
 		return bindError(err)
 	}
-	s.gateMu.Lock()
-	s.gate.Bind(portal, stmt)
-	s.gateMu.Unlock()
-	if err := writeHeader(s.uw, 'B', n); err != nil {
+	rest := n - len(portal) - len(stmt) - 2
+	d, err := s.decide(gate.Msg{Type: 'B', Portal: portal, Name: stmt})
+	if err != nil {
 		return err
 	}
-	s.uw.WriteString(portal)
-	s.uw.WriteByte(0)
-	s.uw.WriteString(stmt)
-	s.uw.WriteByte(0)
-	return s.cr.copyBody(s.uw, n-len(portal)-len(stmt)-2)
+	if d.Drop {
+		if err := s.cr.discard(rest); err != nil {
+			return err
+		}
+	}
+	return s.apply(d, func() error {
+		if err := writeHeader(s.uw, 'B', n); err != nil {
+			return err
+		}
+		s.uw.WriteString(portal)
+		s.uw.WriteByte(0)
+		s.uw.WriteString(stmt)
+		s.uw.WriteByte(0)
+		return s.cr.copyBody(s.uw, rest)
+	})
 }
 
 func bindError(err error) error {
@@ -595,6 +715,13 @@ func (s *session) pumpUpstream() {
 		}
 		s.srv.metrics.bytesToClient.Add(float64(n + headerLen))
 		closing, err := s.upstreamMessage(typ, n)
+		var re *replyError
+		if errors.As(err, &re) {
+			s.log.Error("ending session", "err", err)
+			s.cw.Flush()
+			s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
+			return
+		}
 		if err != nil {
 			if s.adminStop.Load() {
 				s.cw.Reset(s.client) // drop the unsent part of the message
@@ -619,66 +746,90 @@ func (s *session) pumpUpstream() {
 }
 
 // upstreamMessage relays one upstream message whose header has been read,
-// unless gate says it answers an injected message. fatal reports an
-// ErrorResponse of severity FATAL or PANIC: the server is about to close.
+// as gate says: forwarded, hidden (it answers an injected message) or
+// replaced. closing reports an ErrorResponse of severity FATAL or PANIC:
+// the server is about to close.
 func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
+	r := gate.Reply{Type: typ}
+	var body []byte
 	switch typ {
-	case 'E':
-		body, err := s.ur.body(n)
-		if err != nil {
+	case 'E', 'Z', 'S':
+		if body, err = s.ur.body(n); err != nil {
 			return false, err
 		}
-		var e pgproto3.ErrorResponse
-		if err := e.Decode(body); err != nil {
+		if r, err = decodeReply(typ, body); err != nil {
 			return false, err
 		}
-		closing = e.Severity == "FATAL" || e.Severity == "PANIC"
-		s.gateMu.Lock()
-		v := s.gate.Error(&e)
-		s.gateMu.Unlock()
-		switch v {
-		case gate.Replace:
-			s.srv.metrics.refusal(e.Code)
-			return closing, s.writeClient(&e)
-		case gate.Hide:
-			return closing, nil
-		}
-		return closing, s.writeRaw(s.cw, typ, body)
-	case 'Z':
-		body, err := s.ur.body(n)
-		if err != nil {
-			return false, err
-		}
-		if len(body) != 1 {
-			return false, fmt.Errorf("%w: ReadyForQuery of %d bytes", errProtocol, len(body))
-		}
-		s.gateMu.Lock()
-		v := s.gate.ReadyForQuery(body[0])
-		pre := s.gate.TakePrecheck()
-		s.gateMu.Unlock()
-		s.stateMu.Lock()
-		s.txStatus = body[0]
-		s.inflight = max(s.inflight-1, 0)
-		s.stateMu.Unlock()
-		if pre != gate.PrecheckNone {
-			s.precheckDone <- pre // buffered: one pre-check at a time
-		}
-		if v == gate.Hide {
-			return false, nil
-		}
-		return false, s.writeRaw(s.cw, typ, body)
+		closing = r.Error != nil && (r.Error.Severity == "FATAL" || r.Error.Severity == "PANIC")
 	}
 	s.gateMu.Lock()
-	v := s.gate.Reply(typ)
+	v := s.gate.Server(r)
+	settled := s.gate.Settled()
 	s.gateMu.Unlock()
-	if v == gate.Hide {
-		return false, s.ur.discard(n)
+	if typ == 'Z' {
+		s.stateMu.Lock()
+		s.txStatus = r.Status
+		s.inflight = max(s.inflight-1, 0)
+		s.stateMu.Unlock()
+	}
+	if settled {
+		select {
+		case s.settled <- struct{}{}:
+		default:
+		}
+	}
+	switch v.Act {
+	case gate.Fail:
+		return false, &replyError{reason: v.Reason}
+	case gate.Replace:
+		s.srv.metrics.refusal(v.Error.Code)
+		return closing, s.writeClient(v.Error)
+	case gate.Hide:
+		if body == nil {
+			return false, s.ur.discard(n)
+		}
+		return closing, nil
+	}
+	if body != nil {
+		return closing, s.writeRaw(s.cw, typ, body)
 	}
 	if err := writeHeader(s.cw, typ, n); err != nil {
 		return false, err
 	}
 	return false, s.ur.copyBody(s.cw, n)
 }
+
+// decodeReply decodes what gate needs of an ErrorResponse, ReadyForQuery
+// or ParameterStatus.
+func decodeReply(typ byte, body []byte) (gate.Reply, error) {
+	r := gate.Reply{Type: typ}
+	switch typ {
+	case 'E':
+		var e pgproto3.ErrorResponse
+		if err := e.Decode(body); err != nil {
+			return r, err
+		}
+		r.Error = &e
+	case 'Z':
+		if len(body) != 1 {
+			return r, fmt.Errorf("%w: ReadyForQuery of %d bytes", errProtocol, len(body))
+		}
+		r.Status = body[0]
+	case 'S':
+		var ps pgproto3.ParameterStatus
+		if err := ps.Decode(body); err != nil {
+			return r, err
+		}
+		r.Param, r.Value = ps.Name, ps.Value
+	}
+	return r, nil
+}
+
+// replyError is a server reply gate could not match to what was sent: the
+// session ends rather than shift every later answer by one.
+type replyError struct{ reason string }
+
+func (e *replyError) Error() string { return "unmatched server reply: " + e.reason }
 
 // readyForQuery is called after a ReadyForQuery was relayed: it reports
 // whether the session should now end for a shutdown.
@@ -688,48 +839,17 @@ func (s *session) readyForQuery() bool {
 	return s.draining && s.inflight == 0 && s.txStatus == 'I'
 }
 
-// precheck runs gate's pre-check for a Query, if it wants one, as a Query of
-// its own, and waits for its outcome: proceed is false when the client's
-// Query must be dropped (the client already got the refusal and its
-// ReadyForQuery).
-func (s *session) precheck(query string) (proceed bool, err error) {
-	s.gateMu.Lock()
-	pre, ok := s.gate.Precheck(query)
-	s.gateMu.Unlock()
-	if !ok {
-		return true, nil
-	}
-	s.stateMu.Lock()
-	s.inflight++ // the pre-check has a ReadyForQuery of its own
-	s.stateMu.Unlock()
-	if err := s.writeUpstream(&pgproto3.Query{String: pre}); err != nil {
-		return false, err
-	}
-	if err := s.uw.Flush(); err != nil {
-		return false, err
-	}
-	select {
-	case r := <-s.precheckDone:
-		if r == gate.PrecheckRefused {
-			s.stateMu.Lock()
-			s.inflight = max(s.inflight-1, 0) // the client's Query is never sent
-			s.stateMu.Unlock()
-			return false, nil
-		}
-		return true, nil
-	case <-s.closed:
-		return false, net.ErrClosed
-	}
-}
-
 func (s *session) writeUpstream(msg pgproto3.FrontendMessage) error {
 	buf, err := msg.Encode(s.encBuf[:0])
 	if err != nil {
 		return err
 	}
 	s.encBuf = buf
-	_, err = s.uw.Write(buf)
-	return err
+	if _, err = s.uw.Write(buf); err != nil {
+		return err
+	}
+	s.sent(buf[0])
+	return nil
 }
 
 func (s *session) writeRaw(w *bufio.Writer, typ byte, body []byte) error {

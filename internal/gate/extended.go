@@ -1,0 +1,198 @@
+package gate
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// extended starts or continues an extended-protocol unit.
+func (s *Session) extended() {
+	s.beginUnit()
+	s.extOpen = true
+}
+
+// refuseExtended drops the client's message and sends instead a statement
+// that raises r: the server answers it with ErrorResponse and skips the
+// client's messages up to Sync, as for any failed message.
+func (s *Session) refuseExtended(r refusal) Decision {
+	s.extended()
+	return Decision{Drop: true, Before: s.injectRaise(hwm.AppendRaise(nil, r.code, r.message))}
+}
+
+// parse records an extended-protocol statement; it exists for the gate once
+// the server confirms it with ParseComplete.
+func (s *Session) parse(name, sql string) Decision {
+	if reserved(name) {
+		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+	}
+	s.extended()
+	op := regOp{key: regKey{name: name}, val: &prepared{text: sql}}
+	s.reg.send(op)
+	s.slots.push(slot{kind: slotParse, ops: []regOp{op}})
+	return Decision{}
+}
+
+// bind records which statement a portal runs. Parameters are not needed.
+func (s *Session) bind(portal, stmt string) Decision {
+	if reserved(portal) || reserved(stmt) {
+		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+	}
+	p, found, wait := s.reg.lookup(regKey{name: stmt})
+	if wait {
+		return Decision{Wait: true}
+	}
+	if !found {
+		if s.fencingPossible() {
+			return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("prepared statement", stmt)})
+		}
+		p = &prepared{unknown: true} // refused at Execute if fencing is possible by then
+	}
+	s.extended()
+	op := regOp{key: regKey{portal: true, name: portal}, val: p}
+	s.reg.send(op)
+	s.slots.push(slot{kind: slotBind, ops: []regOp{op}})
+	return Decision{}
+}
+
+func unknownMsg(what, name string) string {
+	return strings.Replace(strings.Replace(msgUnknownStmtFmt, "%s", what, 1), "%q", strconv.Quote(name), 1)
+}
+
+// describe records a Describe of a statement ('S') or portal ('P').
+func (s *Session) describe(kind byte, name string) Decision {
+	if reserved(name) {
+		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+	}
+	s.extended()
+	if kind == 'S' {
+		s.slots.push(slot{kind: slotDescribeStmt})
+	} else {
+		s.slots.push(slot{kind: slotDescribePortal})
+	}
+	return Decision{}
+}
+
+// close records the Close of a statement ('S') or portal ('P'); it is gone
+// for the gate once the server confirms it with CloseComplete.
+func (s *Session) close(kind byte, name string) Decision {
+	if reserved(name) {
+		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+	}
+	s.extended()
+	op := regOp{key: regKey{portal: kind != 'S', name: name}}
+	s.reg.send(op)
+	s.slots.push(slot{kind: slotClose, ops: []regOp{op}})
+	return Decision{}
+}
+
+// sync ends an extended-protocol unit.
+func (s *Session) sync() Decision {
+	s.beginUnit()
+	return Decision{After: s.endUnit(slot{kind: slotSync})}
+}
+
+// functionCall decides about a fast-path function call, a unit of its own.
+// The gate cannot see what the function does: where fencing is possible it
+// passes only inside a transaction block that has passed its check, and
+// after it a probe asks whether it set a token.
+func (s *Session) functionCall() Decision {
+	s.beginUnit()
+	if s.fencingPossible() && !s.unit.checked {
+		r := refusal{codeCannotFence, msgFunctionCall}
+		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
+	}
+	s.setMaybe()
+	s.unit.probe, s.unit.lexing = true, true
+	return Decision{After: s.endUnit(slot{kind: slotFunctionCall})}
+}
+
+// execute decides what must run before the Execute of portal.
+func (s *Session) execute(portal string) Decision {
+	if reserved(portal) {
+		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+	}
+	p, found, wait := s.reg.lookup(regKey{portal: true, name: portal})
+	if wait {
+		return Decision{Wait: true}
+	}
+	if !found || p.unknown {
+		if s.fencingPossible() {
+			return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("portal", portal)})
+		}
+		s.extended()
+		s.slots.push(slot{kind: slotExecute})
+		return Decision{}
+	}
+	known, text := p.st, p.text
+	s.extended()
+	var an analysis
+	if known == nil {
+		an = s.analyze(text)
+		if an.wait || an.a != nil && s.mustWait(an.a) {
+			return Decision{Wait: true}
+		}
+	}
+	s.extended()
+	var before []pgproto3.FrontendMessage
+	var ops []regOp
+	switch {
+	case an.refuse != nil:
+		before = s.injectRaise(an.refuse.sql())
+	case known != nil:
+		before = s.inject(s.decide(known, known))
+	case an.a != nil && len(an.a.Statements) == 1:
+		st := &an.a.Statements[0]
+		before = s.inject(s.decide(st, s.runs(st)))
+		ops = s.statementOps(st)
+	}
+	s.slots.push(slot{kind: slotExecute, ops: ops})
+	return Decision{Before: before}
+}
+
+// inject returns the messages that carry out act before an Execute.
+func (s *Session) inject(act action) []pgproto3.FrontendMessage {
+	switch act.kind {
+	case actCheck:
+		return s.injectCheck(act.args)
+	case actRaise:
+		return s.injectRaise(hwm.AppendRaise(nil, act.refuse.code, act.refuse.message))
+	}
+	return nil
+}
+
+// injectCheck returns a check as extended-protocol messages. The check
+// statement is prepared anew each time, after closing whatever has its name:
+// nothing the client ran before (DISCARD ALL, DEALLOCATE, a DO block that
+// prepares statements) can make the check run other text.
+func (s *Session) injectCheck(args hwm.CheckArgs) []pgproto3.FrontendMessage {
+	s.slots.push(slot{kind: slotClose, inj: true, check: true})
+	s.slots.push(slot{kind: slotParse, inj: true, check: true})
+	s.slots.push(slot{kind: slotBind, inj: true, check: true})
+	s.slots.push(slot{kind: slotExecute, inj: true, check: true})
+	s.slots.push(slot{kind: slotClose, inj: true, check: true})
+	return []pgproto3.FrontendMessage{
+		&pgproto3.Close{ObjectType: 'S', Name: checkName},
+		&pgproto3.Parse{Name: checkName, Query: hwm.CheckStatement},
+		&pgproto3.Bind{DestinationPortal: checkName, PreparedStatement: checkName, Parameters: hwm.Params(args)},
+		&pgproto3.Execute{Portal: checkName},
+		&pgproto3.Close{ObjectType: 'P', Name: checkName},
+	}
+}
+
+// injectRaise returns messages that make the server raise: the raise
+// statement as extended-protocol messages.
+func (s *Session) injectRaise(sql []byte) []pgproto3.FrontendMessage {
+	s.slots.push(slot{kind: slotClose, inj: true})
+	s.slots.push(slot{kind: slotParse, inj: true})
+	s.slots.push(slot{kind: slotBind, inj: true})
+	s.slots.push(slot{kind: slotExecute, inj: true})
+	return []pgproto3.FrontendMessage{
+		&pgproto3.Close{ObjectType: 'S', Name: raiseName},
+		&pgproto3.Parse{Name: raiseName, Query: string(sql)},
+		&pgproto3.Bind{DestinationPortal: raiseName, PreparedStatement: raiseName},
+		&pgproto3.Execute{Portal: raiseName},
+	}
+}

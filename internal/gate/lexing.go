@@ -1,0 +1,117 @@
+package gate
+
+import "strings"
+
+// settings are the server's session settings that change how PostgreSQL
+// reads query text, as the server last reported them in ParameterStatus
+// messages (never as the client asked for them: a SET may fail, a function
+// may change them). DESIGN.md "Fail closed", rule 1.
+type settings struct {
+	scsOff   bool   // standard_conforming_strings is not "on": '\' escapes in '…'
+	encoding string // client_encoding, upper case
+	version  string // server_version
+}
+
+// riskyEncodings are the client encodings whose multibyte characters may
+// end in a byte that reads as '\', '\'' or another ASCII character
+// (PostgreSQL: pg_wchar.h, PG_VALID_FE_ENCODING but not "safe" for the
+// backend). pg_query lexes as UTF-8 would, so a text in these encodings
+// with any byte ≥ 0x80 may split differently on the server.
+var riskyEncodings = map[string]bool{
+	"SJIS": true, "SHIFT_JIS_2004": true, "BIG5": true, "GBK": true,
+	"GB18030": true, "UHC": true, "JOHAB": true,
+}
+
+// param records one ParameterStatus.
+func (c *settings) param(name, value string) {
+	switch name {
+	case "standard_conforming_strings":
+		c.scsOff = value != "on"
+	case "client_encoding":
+		c.encoding = strings.ToUpper(value)
+	case "server_version":
+		c.version = value
+	}
+}
+
+// unsafe returns why sql may not be lexed by the proxy exactly as the
+// server lexes it under the current settings, or "" when it will be.
+// Without a backslash, '…' strings read the same whatever
+// standard_conforming_strings says; without a byte ≥ 0x80 every encoding
+// reads as ASCII.
+func (c *settings) unsafe(sql string) string {
+	if c.scsOff && strings.IndexByte(sql, '\\') >= 0 {
+		return "standard_conforming_strings is off and the text contains a backslash, which the server may read as an escape inside a string; set standard_conforming_strings = on (the default since PostgreSQL 9.1)"
+	}
+	if riskyEncodings[c.encoding] {
+		for i := 0; i < len(sql); i++ {
+			if sql[i] >= 0x80 {
+				return "client_encoding is " + c.encoding + ", whose multibyte characters may contain the bytes of a quote or a backslash; use client_encoding UTF8"
+			}
+		}
+	}
+	return ""
+}
+
+// anywhereWords are fragments without which a text cannot: change the
+// fencing settings by function (set_config), RESET or DISCARD them, run
+// code the proxy cannot see (EXECUTE), carry a directive (fencing_token=,
+// resource=), name schema fence or an escaped identifier (U&"…"), end a
+// transaction or undo a check (COMMIT, ROLLBACK, ABORT, PREPARE
+// TRANSACTION), change prepared statements (PREPARE, DEALLOCATE), or use a
+// reserved name (they hold the byte 0x1F).
+var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f"}
+
+// startWords are keywords that matter only as the first word of a
+// statement: SET (and SET LOCAL), DO, CALL and END.
+var startWords = [...]string{"set", "do", "call", "end"}
+
+// mayMatter reports whether the text may change or carry anything fencing
+// depends on. It reads bytes, not tokens, and errs towards true: a false
+// true costs a parse; it never says false for a text that matters, whatever
+// the session's standard_conforming_strings or client encoding (keywords
+// and the words above are ASCII and cannot be escaped). When it says false,
+// and the session may hold no token and guards no table, the text needs no
+// analysis at all.
+func mayMatter(sql string) bool {
+	for _, w := range anywhereWords {
+		if containsFold(sql, w) {
+			return true
+		}
+	}
+	for _, w := range startWords {
+		if hasStartWord(sql, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasStartWord reports whether word occurs in sql as a whole word that may
+// begin a statement: preceded, past blanks on the same line, by nothing, a
+// ';', or the '/' of a comment's end, or with a line break in between (a
+// "--" comment may end there).
+func hasStartWord(sql, word string) bool {
+	for i := 0; i+len(word) <= len(sql); i++ {
+		if !strings.EqualFold(sql[i:i+len(word)], word) {
+			continue
+		}
+		if i > 0 && isIdentByte(sql[i-1]) || i+len(word) < len(sql) && isIdentByte(sql[i+len(word)]) {
+			continue
+		}
+		j := i - 1
+		for j >= 0 && (sql[j] == ' ' || sql[j] == '\t' || sql[j] == '\r' || sql[j] == '\f' || sql[j] == '\v') {
+			j--
+		}
+		if j < 0 || sql[j] == ';' || sql[j] == '/' || sql[j] == '\n' {
+			return true
+		}
+	}
+	return false
+}
+
+// isIdentByte reports whether c can continue an identifier or keyword
+// (PostgreSQL scan.l ident_cont, with every byte ≥ 0x80).
+func isIdentByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80
+}

@@ -1,0 +1,216 @@
+package gate
+
+import (
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// query decides about a simple-protocol Query: unchanged, rewritten with
+// checks (or refusals) injected at the statement boundaries the parser
+// found, replaced whole by a refusal, or held back (Wait) until earlier
+// units are answered.
+func (s *Session) query(sql string) Decision {
+	if d, ok := s.precheck(sql); ok {
+		return d
+	}
+	s.beginUnit()
+	an := s.analyze(sql)
+	if an.wait || an.a != nil && s.mustWait(an.a) {
+		return Decision{Wait: true}
+	}
+	// A Query drops the unnamed statement and portal (postgres.c
+	// exec_simple_query).
+	unnamed := []regOp{{key: regKey{}}, {key: regKey{portal: true}}}
+	for _, op := range unnamed {
+		s.reg.send(op)
+	}
+	sl := slot{kind: slotQuery, ops: unnamed}
+	var out []byte
+	switch {
+	case an.refuse != nil:
+		// Nothing of the client's text goes upstream: the server gets only
+		// the refusal, and the client sees its error and ReadyForQuery.
+		out = an.refuse.sql()
+		sl.injected = []injKind{injRaise}
+	case an.a != nil:
+		out = s.rewrite(sql, an.a, &sl)
+	}
+	after := s.endUnit(sl)
+	if out == nil {
+		return Decision{After: after}
+	}
+	return Decision{Replace: &pgproto3.Query{String: string(out)}, After: after}
+}
+
+// mustWait reports whether a statement of a refers to a prepared statement
+// whose state depends on replies not yet received.
+func (s *Session) mustWait(a *Analysis) bool {
+	for i := range a.Statements {
+		st := &a.Statements[i]
+		if st.Registry == RegExecute {
+			if _, _, wait := s.reg.lookup(regKey{name: st.Name}); wait {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rewrite decides each statement of a and returns the text to send, or nil
+// when nothing needs injecting. It records the per-statement slots in sl.
+func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
+	var out []byte
+	prev := 0
+	for i := range a.Statements {
+		st := &a.Statements[i]
+		act := s.decide(st, s.runs(st))
+		ops := s.statementOps(st)
+		if act.kind == actNone {
+			sl.injected = append(sl.injected, injNone)
+			sl.effects = append(sl.effects, ops)
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(sql)+160)
+		}
+		out = append(out, sql[prev:st.Start]...)
+		out = appendAction(out, act)
+		out = append(out, "; "...)
+		prev = st.Start
+		kind := injCheck
+		if act.kind == actRaise {
+			kind = injRaise
+		}
+		sl.injected = append(sl.injected, kind, injNone)
+		sl.effects = append(sl.effects, nil, ops)
+	}
+	if out != nil {
+		out = append(out, sql[prev:]...)
+	}
+	return out
+}
+
+// runs returns the statement that runs when st runs: for SQL EXECUTE the
+// prepared statement (nil when the proxy does not know it), else st.
+func (s *Session) runs(st *Statement) *Statement {
+	if st.Registry != RegExecute {
+		return st
+	}
+	p, found, _ := s.reg.lookup(regKey{name: st.Name})
+	if !found {
+		return nil
+	}
+	if p.st == nil {
+		// Prepared by Parse: analyse its text now.
+		an := s.analyzeStatement(p.text)
+		if an == nil {
+			return nil
+		}
+		return an
+	}
+	return p.st
+}
+
+// analyzeStatement analyses the text of a prepared statement, returning nil
+// when it is not exactly one statement that can be analysed.
+func (s *Session) analyzeStatement(text string) *Statement {
+	if s.settings.unsafe(text) != "" {
+		return nil
+	}
+	a, err := s.cfg.Analyzer.Analyze(text)
+	if err != nil || len(a.Statements) != 1 {
+		return nil
+	}
+	return &a.Statements[0]
+}
+
+// statementOps returns the registry changes st makes when it completes, and
+// records them as sent.
+func (s *Session) statementOps(st *Statement) []regOp {
+	var ops []regOp
+	switch st.Registry {
+	case RegPrepare:
+		ops = []regOp{{key: regKey{name: st.Name}, val: &prepared{st: st.Prepared}}}
+	case RegDeallocate:
+		ops = []regOp{{key: regKey{name: st.Name}}}
+	case RegDeallocateAll:
+		ops = []regOp{{allStmts: true}}
+	case RegDeclare:
+		ops = []regOp{{key: regKey{portal: true, name: st.Name}, val: &prepared{st: &Statement{Kind: Read}}}}
+	case RegCloseCursor:
+		ops = []regOp{{key: regKey{portal: true, name: st.Name}}}
+	case RegCloseAllCursors:
+		ops = []regOp{{allPortals: true}}
+	case RegDiscardAll:
+		ops = []regOp{{allStmts: true, allPortals: true}}
+	}
+	for _, op := range ops {
+		s.reg.send(op)
+	}
+	return ops
+}
+
+// precheckState follows a pre-check: a Query of its own sent before a
+// client Query that cannot run inside a transaction block.
+type precheckState uint8
+
+const (
+	preNone     precheckState = iota
+	prePending                // sent; the client's Query waits for its answer
+	preProceed                // answered: no token; send the client's Query
+	preRefused                // answered: refused; the client saw the error
+)
+
+// precheck handles a Query that is one statement which cannot run inside a
+// transaction block (VACUUM, CREATE INDEX CONCURRENTLY, …) in a session
+// whose lock.fencing_token setting may hold a token: such a statement
+// cannot share a transaction with a check, so a check of its own runs
+// first, as a Query, and raises 0A000 only when the setting holds a token.
+// The client's Query waits for its answer, then runs or is dropped.
+func (s *Session) precheck(sql string) (Decision, bool) {
+	switch s.pre {
+	case prePending:
+		return Decision{Wait: true}, true
+	case preRefused:
+		s.pre = preNone
+		return Decision{Drop: true}, true
+	case preProceed:
+		s.pre = preNone
+		return Decision{}, false
+	}
+	if !s.tokenMaybe || s.unit.open || !mayBeNoTxnBlock(sql) || s.lexPending > 0 || s.settings.unsafe(sql) != "" {
+		return Decision{}, false
+	}
+	a, err := s.cfg.Analyzer.Analyze(sql)
+	if err != nil || len(a.Statements) != 1 {
+		return Decision{}, false
+	}
+	st := &a.Statements[0]
+	if st.Kind != NoTxnBlock || st.Directives.Token != 0 {
+		return Decision{}, false // a comment token is refused by the Query itself
+	}
+	if _, _, protected := s.cfg.protection(st.Writes); protected {
+		return Decision{}, false // refused by the Query itself
+	}
+	s.beginUnit()
+	s.pre = prePending
+	s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}, precheck: true})
+	msg := fmtFirstWords(msgCannotFenceFn, st.Text)
+	return Decision{Wait: true, Before: []pgproto3.FrontendMessage{&pgproto3.Query{String: string(hwm.AppendRaiseIfToken(nil, codeCannotFence, msg))}}}, true
+}
+
+// noTxnWords are fragments without which a statement cannot be one that
+// refuses a transaction block (VACUUM; CREATE/DROP DATABASE or TABLESPACE;
+// … CONCURRENTLY; ALTER SYSTEM; subscriptions; REINDEX SCHEMA/SYSTEM/
+// DATABASE; CLUSTER; COMMIT/ROLLBACK PREPARED). A false match only costs a
+// parse; the parser decides.
+var noTxnWords = [...]string{"vacuum", "database", "tablespace", "concurrently", "system", "subscription", "reindex", "cluster", "prepared"}
+
+func mayBeNoTxnBlock(sql string) bool {
+	for _, w := range noTxnWords {
+		if containsFold(sql, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,143 @@
+package gate
+
+// prepared is a prepared statement or a portal as the gate knows it: its
+// text (analysed when it is executed), or the analysis of a statement
+// prepared with SQL PREPARE.
+type prepared struct {
+	text string     // protocol Parse: the statement's text
+	st   *Statement // SQL PREPARE: the prepared statement's analysis
+
+	// unknown: bound to a statement the proxy never saw, while nothing in
+	// the session was fenced.
+	unknown bool
+}
+
+// regKey names a prepared statement (portal false) or a portal. SQL
+// PREPARE and the protocol's Parse share one namespace on the server, and so
+// do SQL cursors and protocol portals.
+type regKey struct {
+	portal bool
+	name   string
+}
+
+// regOp is a change to the registry that a message or statement makes once
+// the server confirms it: define (val non-nil), remove (val nil), or remove
+// every statement (allStmts) or every portal (allPortals).
+type regOp struct {
+	key        regKey
+	val        *prepared
+	allStmts   bool
+	allPortals bool
+}
+
+// registry holds the prepared statements and portals the server confirmed
+// (DESIGN.md "Fail closed", rule 2): a Parse, Bind, Close, PREPARE or
+// DEALLOCATE changes it only when its completion reply arrives; one the
+// server refused or skipped changes nothing. While a change is in flight
+// the name's state is unknown, except to the unit that made the change:
+// that unit's own later messages run only if the change succeeded.
+type registry struct {
+	confirmed map[regKey]*prepared
+	inflight  map[regKey]int // changes sent and not yet answered or skipped
+	allFlight int            // "remove all" changes in flight
+
+	unit    map[regKey]*prepared // changes made by the current unit
+	unitAll [2]bool              // the current unit removed all statements / portals
+}
+
+func newRegistry() registry {
+	return registry{confirmed: map[regKey]*prepared{}, inflight: map[regKey]int{}, unit: map[regKey]*prepared{}}
+}
+
+// lookup returns what k names when the server reaches the current message:
+// found is false when it names nothing, and wait is true when that depends
+// on a reply not yet received.
+func (r *registry) lookup(k regKey) (p *prepared, found, wait bool) {
+	if p, ok := r.unit[k]; ok {
+		return p, p != nil, false
+	}
+	if r.unitAll[b2i(k.portal)] {
+		return nil, false, false
+	}
+	if r.inflight[k] > 0 || r.allFlight > 0 {
+		return nil, false, true
+	}
+	p = r.confirmed[k]
+	return p, p != nil, false
+}
+
+// send records that op was sent within the current unit.
+func (r *registry) send(op regOp) {
+	switch {
+	case op.allStmts || op.allPortals:
+		r.allFlight++
+		if op.allStmts {
+			r.unitAll[0] = true
+			r.clearUnit(false)
+		}
+		if op.allPortals {
+			r.unitAll[1] = true
+			r.clearUnit(true)
+		}
+	default:
+		r.inflight[op.key]++
+		r.unit[op.key] = op.val
+	}
+}
+
+func (r *registry) clearUnit(portals bool) {
+	for k := range r.unit {
+		if k.portal == portals {
+			delete(r.unit, k)
+		}
+	}
+}
+
+// settle records the server's answer to op: applied, or skipped.
+func (r *registry) settle(op regOp, applied bool) {
+	if op.allStmts || op.allPortals {
+		r.allFlight--
+		if applied {
+			for k := range r.confirmed {
+				if (k.portal && op.allPortals) || (!k.portal && op.allStmts) {
+					delete(r.confirmed, k)
+				}
+			}
+		}
+		return
+	}
+	if r.inflight[op.key]--; r.inflight[op.key] <= 0 {
+		delete(r.inflight, op.key)
+	}
+	if !applied {
+		return
+	}
+	if op.val == nil {
+		delete(r.confirmed, op.key)
+	} else {
+		r.confirmed[op.key] = op.val
+	}
+}
+
+// endUnit forgets the current unit's view.
+func (r *registry) endUnit() {
+	clear(r.unit)
+	r.unitAll = [2]bool{}
+}
+
+// transactionEnded drops the portals: they do not outlive their
+// transaction.
+func (r *registry) transactionEnded() {
+	for k := range r.confirmed {
+		if k.portal {
+			delete(r.confirmed, k)
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
