@@ -13,7 +13,7 @@ type settings struct {
 }
 
 // riskyEncodings are the client encodings whose multibyte characters may
-// end in a byte that reads as '\', '\'' or another ASCII character
+// end in a byte that reads as '\', '\” or another ASCII character
 // (PostgreSQL: pg_wchar.h, PG_VALID_FE_ENCODING but not "safe" for the
 // backend). pg_query lexes as UTF-8 would, so a text in these encodings
 // with any byte ≥ 0x80 may split differently on the server.

@@ -155,10 +155,10 @@ func (s *Session) statementOps(st *Statement) []regOp {
 type precheckState uint8
 
 const (
-	preNone     precheckState = iota
-	prePending                // sent; the client's Query waits for its answer
-	preProceed                // answered: no token; send the client's Query
-	preRefused                // answered: refused; the client saw the error
+	preNone    precheckState = iota
+	prePending               // sent; the client's Query waits for its answer
+	preProceed               // answered: no token; send the client's Query
+	preRefused               // answered: refused; the client saw the error
 )
 
 // precheck handles a Query that is one statement which cannot run inside a
