@@ -1,0 +1,323 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// These tests try, as a hostile or merely unusual client would, to get a
+// stale or unfenced write past the proxy where its reading of the text or
+// of the session could differ from the server's (DESIGN.md "Fail closed").
+// Each sets the mark of acct/1 to 100 first; a write with token 41 must be
+// refused, and the balance must stay 0.
+
+// staleEnv is a fenced environment whose resource acct/1 has mark 100.
+func staleEnv(t *testing.T) *env {
+	t.Helper()
+	e := newFencedEnv(t, nil)
+	harnessExec(t, e.direct(), "INSERT INTO fence.hwm VALUES ('acct/1', 100, now())")
+	return e
+}
+
+// wantUntouched fails unless the balance is still 0.
+func (e *env) wantUntouched(t *testing.T) {
+	t.Helper()
+	if got := e.balance(t); got != 0 {
+		t.Fatalf("balance = %d: a stale or unfenced write landed", got)
+	}
+}
+
+// rawExec runs sql with the simple protocol on a low-level connection (no
+// driver-side encoding) and returns the first error.
+func rawExec(t *testing.T, c *pgconn.PgConn, sql string) error {
+	t.Helper()
+	_, err := c.Exec(t.Context(), sql).ReadAll()
+	return err
+}
+
+func rawConnect(t *testing.T, dsn string) *pgconn.PgConn {
+	t.Helper()
+	c, err := pgconn.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// TestStartupParameterToken: pgx sends unknown DSN keys (RuntimeParams) as
+// startup parameters of their own; PostgreSQL applies them.
+func TestStartupParameterToken(t *testing.T) {
+	e := staleEnv(t)
+	cfg, err := pgx.ParseConfig(e.viaProxy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["lock.fencing_token"] = "41"
+	cfg.RuntimeParams["lock.resource"] = "acct/1"
+	c, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(t.Context(), "UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestDatabaseDefaultToken: ALTER DATABASE … SET lock.fencing_token applies
+// to every new session without a word on the wire.
+func TestDatabaseDefaultToken(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(), "ALTER DATABASE "+e.db+" SET lock.fencing_token = 41", "ALTER DATABASE "+e.db+" SET lock.resource = 'acct/1'")
+	c := rawConnect(t, e.viaProxy())
+	wantCode(t, rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestStandardConformingStringsOff: with standard_conforming_strings off the
+// server reads 'a\'' as one string where the proxy's parser would see the
+// string end early, so an UPDATE hidden inside would run unchecked.
+func TestStandardConformingStringsOff(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	for _, s := range []string{"SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41", "SET standard_conforming_strings = off"} {
+		if err := rawExec(t, c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sql := range []string{
+		`SELECT 'a\'; UPDATE accounts SET balance = 1; --'`,
+		`SELECT 'O\'Brien' FROM accounts; UPDATE accounts SET balance = 2`,
+	} {
+		pgErr := wantCode(t, rawExec(t, c, sql), "0A000")
+		if !strings.Contains(pgErr.Message, "standard_conforming_strings") {
+			t.Errorf("message %q does not say why", pgErr.Message)
+		}
+	}
+	// Text without a backslash reads alike: fenced as usual.
+	wantCode(t, rawExec(t, c, "UPDATE accounts SET balance = 3"), "55Z01")
+	e.wantUntouched(t)
+	// Back on: the session works again.
+	if err := rawExec(t, c, "SET standard_conforming_strings = on"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, rawExec(t, c, `SELECT 'a\'; UPDATE accounts SET balance = 4; --'`), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestSJISBackslashByte: in SJIS, 表 is 0x95 0x5C, and 0x5C is '\'.
+func TestSJISBackslashByte(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	for _, s := range []string{"SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41", "SET client_encoding = 'SJIS'"} {
+		if err := rawExec(t, c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pgErr := wantCode(t, rawExec(t, c, "SELECT '\x95\x5c' FROM accounts; UPDATE accounts SET balance = 1"), "0A000")
+	if !strings.Contains(pgErr.Message, "SJIS") {
+		t.Errorf("message %q does not name the encoding", pgErr.Message)
+	}
+	e.wantUntouched(t)
+}
+
+// TestNewerKeywordColumn: system_user is an ordinary column name in
+// PostgreSQL 15 and a reserved word in the proxy's PostgreSQL 17 grammar.
+func TestNewerKeywordColumn(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(), "CREATE TABLE t15 (id int, system_user text)", "INSERT INTO t15 VALUES (1, 'a')")
+	fenced := rawConnect(t, e.viaProxy())
+	for _, s := range []string{"SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41"} {
+		if err := rawExec(t, fenced, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pgErr := wantCode(t, rawExec(t, fenced, "UPDATE t15 SET system_user = 'b'; UPDATE accounts SET balance = 1"), "42601")
+	if !strings.Contains(pgErr.Message, "fenceproxy") {
+		t.Errorf("message %q is not the proxy's", pgErr.Message)
+	}
+	e.wantUntouched(t)
+	// A session that carries no token is not in the way.
+	plain := rawConnect(t, e.viaProxy())
+	if err := rawExec(t, plain, "UPDATE t15 SET system_user = 'c'"); err != nil {
+		t.Fatalf("plain session: %v", err)
+	}
+}
+
+// TestCheckStatementCannotBeHijacked: the proxy's own statement names are
+// refused in every message and in SQL.
+func TestCheckStatementCannotBeHijacked(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	if err := rawExec(t, c, "SET lock.resource = 'acct/1'; SET lock.fencing_token = 41"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, rawExec(t, c, "DEALLOCATE \"fenceproxy\x1fcheck\""), "42939")
+	wantCode(t, rawExec(t, c, "PREPARE \"fenceproxy\x1fcheck\"(text, text, text, text, bool, bool) AS SELECT 1"), "42939")
+	rr := c.ExecParams(t.Context(), "UPDATE accounts SET balance = 1 WHERE id = 1", nil, nil, nil, nil).Read()
+	wantCode(t, rr.Err, "55Z01")
+	// Protocol level: Close and Parse under the reserved name.
+	res := c.ExecPrepared(t.Context(), "fenceproxy\x1fcheck", nil, nil, nil).Read()
+	wantCode(t, res.Err, "42939")
+	e.wantUntouched(t)
+}
+
+// TestDeallocateAllInCommentSession: DISCARD ALL and DEALLOCATE ALL drop the
+// proxy's statements too; the next fenced Execute must still work.
+func TestDeallocateAllInCommentSession(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	for _, reset := range []string{"DEALLOCATE ALL", "DISCARD ALL"} {
+		mustExec(t, c, "/* fencing_token=5 resource=acct/1 */ UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+		mustExec(t, c, reset)
+		mustExec(t, c, "/* fencing_token=5 resource=acct/1 */ UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+	}
+	if got := e.balance(t); got != 4 {
+		t.Fatalf("balance %d, want 4", got)
+	}
+}
+
+// TestPipelineErrorInTheMiddle: Parse(bad), Query, Sync in one go — the
+// server skips the Query after the failed Parse and sends no ReadyForQuery
+// for it. The session must stay in step and usable.
+func TestPipelineErrorInTheMiddle(t *testing.T) {
+	e := staleEnv(t)
+	conn := readyConn(t, e, "pipeline-error")
+	fe := pgproto3.NewFrontend(conn, conn)
+	fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 41"})
+	fe.Send(&pgproto3.Parse{Query: "SELEC 1"})
+	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1"})
+	fe.Send(&pgproto3.Sync{})
+	fe.Send(&pgproto3.Query{String: "RESET lock.fencing_token; SELECT 42"})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	var rows, ready int
+	for ready < 3 {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("after %d ReadyForQuery: %v", ready, err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			codes = append(codes, m.Code)
+		case *pgproto3.DataRow:
+			rows++
+			if string(m.Values[0]) != "42" {
+				t.Fatalf("row %q, want 42", m.Values[0])
+			}
+		case *pgproto3.ReadyForQuery:
+			ready++
+		}
+	}
+	if len(codes) != 1 || codes[0] != "42601" || rows != 1 {
+		t.Fatalf("errors %v, rows %d; want one 42601 (the Parse; the UPDATE skipped) and the row of SELECT 42", codes, rows)
+	}
+	e.wantUntouched(t)
+}
+
+// TestDeepExpressionDoesNotStopTheProxy: 25,000 terms crash pg_query's C
+// code; the proxy must refuse the text and keep serving everyone.
+func TestDeepExpressionDoesNotStopTheProxy(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	if err := rawExec(t, c, "SET lock.resource = 'acct/1'; SET lock.fencing_token = 41"); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"SELECT 1" + strings.Repeat("+1", 25000) + "; UPDATE accounts SET balance = 1",
+		"SELECT " + strings.Repeat("(", 20000) + "1" + strings.Repeat(")", 20000) + "; UPDATE accounts SET balance = 1",
+		"SELECT 1" + strings.Repeat("::int", 40000) + "; UPDATE accounts SET balance = 1",
+	} {
+		err := rawExec(t, c, sql)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || !strings.HasPrefix(pgErr.Code, "54") && pgErr.Code != "42601" {
+			t.Fatalf("%d bytes: got %v, want a 54xxx refusal", len(sql), err)
+		}
+	}
+	e.wantUntouched(t)
+	stillServes(t, e)
+	// The session itself still works, and is still fenced.
+	wantCode(t, rawExec(t, c, "SELECT 1"), "55Z01")
+}
+
+// TestFunctionCallSetConfig: the fast-path FunctionCall of set_config sets
+// the token without any text; the next write must be checked with it.
+func TestFunctionCallSetConfig(t *testing.T) {
+	e := newFencedEnv(t, &gate.Config{DefaultResource: "acct/1"})
+	harnessExec(t, e.direct(), "INSERT INTO fence.hwm VALUES ('acct/1', 100, now())")
+	c := rawConnect(t, e.viaProxy())
+	// A plain session (no token yet): the call passes.
+	var oid uint32
+	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
+	if err := admin.QueryRow(t.Context(), "SELECT 'pg_catalog.set_config(text, text, boolean)'::regprocedure::oid").Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	conn := c.Conn()
+	fe := pgproto3.NewFrontend(conn, conn)
+	fe.Send(&pgproto3.FunctionCall{Function: oid, ArgFormatCodes: []uint16{0}, Arguments: [][]byte{[]byte("lock.fencing_token"), []byte("41"), []byte("false")}, ResultFormatCode: 0})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := msg.(*pgproto3.ErrorResponse); ok {
+			t.Fatalf("FunctionCall: %s %s", e.Code, e.Message)
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1"})
+	fe.Flush()
+	var code string
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if er, ok := msg.(*pgproto3.ErrorResponse); ok {
+			code = er.Code
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	if code != "55Z01" {
+		t.Fatalf("write after FunctionCall set_config: code %q, want 55Z01", code)
+	}
+	e.wantUntouched(t)
+}
+
+// TestPlainSessionGetsNothingAdded: a session with no token source sends
+// its text unchanged and the proxy counts no check (pgbench-like traffic).
+func TestPlainSessionGetsNothingAdded(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+	for i := 0; i < 3; i++ {
+		mustExec(t, c, "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+		var b int
+		if err := c.QueryRow(t.Context(), "SELECT balance FROM accounts WHERE id = 1").Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls int
+	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
+	if err := admin.QueryRow(t.Context(), "SELECT count(*) FROM fence.hwm").Scan(&calls); err != nil || calls != 0 {
+		t.Fatalf("marks %d (%v), want none", calls, err)
+	}
+}
