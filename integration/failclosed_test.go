@@ -84,7 +84,7 @@ func TestDatabaseDefaultToken(t *testing.T) {
 }
 
 // TestStandardConformingStringsOff: with standard_conforming_strings off the
-// server reads 'a\'' as one string where the proxy's parser would see the
+// server reads 'a\” as one string where the proxy's parser would see the
 // string end early, so an UPDATE hidden inside would run unchecked.
 func TestStandardConformingStringsOff(t *testing.T) {
 	e := staleEnv(t)

@@ -29,6 +29,7 @@ type Etcd struct {
 	peerURL   url.URL
 	srv       *embed.Etcd
 	fwd       *forwarder
+	forwarded bool // the forwarder has listened once: clients know its port
 }
 
 // StartEtcd starts an etcd server for t and stops it when t ends. It fails
@@ -123,11 +124,18 @@ func (e *Etcd) start() {
 	case <-srv.Server.ReadyNotify():
 		e.srv = srv
 		fwd, err := listenForwarder(e.clientURL.Host, e.serverURL.Host)
+		for try := 0; err != nil && !e.forwarded && try < 5; try++ {
+			// First start: no client knows the port yet, and a free port
+			// picked earlier may have been taken meanwhile by an outgoing
+			// connection's ephemeral port. Pick another.
+			e.clientURL = freeLoopbackURL(e.t)
+			fwd, err = listenForwarder(e.clientURL.Host, e.serverURL.Host)
+		}
 		if err != nil {
 			e.Stop()
 			e.t.Fatalf("harness: etcd forwarder: %v", err)
 		}
-		e.fwd = fwd
+		e.fwd, e.forwarded = fwd, true
 	case err := <-srv.Err():
 		srv.Close()
 		e.t.Fatalf("harness: etcd failed while starting: %v (log: %s)", err, cfg.LogOutputs[0])
