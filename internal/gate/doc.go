@@ -17,15 +17,19 @@
 //
 // # Place in the flow
 //
-// internal/pgwire decodes the frontend messages gate needs (Query, Parse,
-// the names of a Bind, Execute, Describe, Close, Sync, FunctionCall) and
-// calls the matching [Session] method; gate answers with values — a
-// rewritten Query text, or messages to send before an Execute — and pgwire
-// does the writing. On the way back pgwire shows gate every reply's type (and
-// decodes ErrorResponse and ReadyForQuery for it); gate answers with a
-// [Verdict]: forward, hide (the reply answers an injected message) or
-// replace (an injected check's error, cleaned of internal context). Gate asks
-// internal/hwm for the SQL of check-and-advance; nothing calls back up.
+// internal/pgwire decodes what gate needs of each client message into a
+// [Msg] and calls [Session.Client], which answers with one [Decision]:
+// forward, send messages before or after it, replace or drop it, or wait
+// until every reply to what was sent has arrived ([Session.Settled]). Each
+// server reply goes to [Session.Server] as a [Reply] (ErrorResponse,
+// ReadyForQuery and ParameterStatus decoded) and gets one [Verdict]:
+// forward, hide (it answers an injected message), replace (an injected
+// statement's error, cleaned of internal context) or fail (a reply that fits
+// nothing: the session ends). Gate asks internal/hwm for the SQL of
+// check-and-advance and of the token probe; nothing calls back up. The
+// fail-closed rules of DESIGN.md live in analyze (decide.go), the
+// registry (registry.go), the reply matching (replies.go) and the lexing
+// guard (lexing.go).
 //
 // # How a session decides
 //
