@@ -34,11 +34,9 @@ type Msg struct {
 
 // Decision is what pgwire does with one client message.
 type Decision struct {
-	// Wait: send nothing now; flush what was sent, wait until Settled
-	// reports true (every reply to what was sent has arrived), then send
-	// Before, if any, and ask again with the same message. A Decision with
-	// Wait set has no other effect on the session... except that Before is
-	// sent before waiting when it is not empty (a pre-check).
+	// Wait: send Before (a pre-check, or nothing), flush, wait until
+	// Settled reports true (every reply to what was sent has arrived), then
+	// ask again with the same message. The client's message is not sent.
 	Wait bool
 	// Before are messages to send upstream ahead of the client's.
 	Before []pgproto3.FrontendMessage

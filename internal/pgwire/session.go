@@ -327,13 +327,7 @@ func (s *session) startupProbe() error {
 	if err := s.uw.Flush(); err != nil {
 		return err
 	}
-	for {
-		s.gateMu.Lock()
-		settled := s.gate.Settled()
-		s.gateMu.Unlock()
-		if settled {
-			return nil
-		}
+	for !s.gateSettled() {
 		typ, n, err := s.ur.header()
 		if err != nil {
 			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
@@ -343,6 +337,14 @@ func (s *session) startupProbe() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// gateSettled reports whether gate has every reply to what was sent.
+func (s *session) gateSettled() bool {
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	return s.gate.Settled()
 }
 
 // authNeedsReply reports whether an Authentication request expects a message
@@ -598,19 +600,14 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 
 // waitSettled blocks until gate has every reply to what was sent.
 func (s *session) waitSettled() error {
-	for {
-		s.gateMu.Lock()
-		settled := s.gate.Settled()
-		s.gateMu.Unlock()
-		if settled {
-			return nil
-		}
+	for !s.gateSettled() {
 		select {
 		case <-s.settled:
 		case <-s.closed:
 			return net.ErrClosed
 		}
 	}
+	return nil
 }
 
 // apply carries out d around the client's own message, which own writes.
