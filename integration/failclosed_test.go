@@ -321,3 +321,24 @@ func TestPlainSessionGetsNothingAdded(t *testing.T) {
 		t.Fatalf("marks %d (%v), want none", calls, err)
 	}
 }
+
+// TestDynamicSQLCannotLowerAMark: a superuser's DO block that builds the
+// table's name hides the write from any text filter; the store's own
+// triggers refuse it (55Z04), so the stale holder stays fenced off.
+func TestDynamicSQLCannotLowerAMark(t *testing.T) {
+	e := staleEnv(t)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+	for _, sql := range []string{
+		"DO $$BEGIN EXECUTE 'update fe' || 'nce.hwm set token = 1'; END$$",
+		"DO $$BEGIN EXECUTE 'delete from ' || chr(102) || 'ence.hwm'; END$$",
+		"DO $$BEGIN EXECUTE format('truncate %I.hwm', 'fe' || 'nce'); END$$",
+	} {
+		_, err := c.Exec(t.Context(), sql)
+		wantCode(t, err, "55Z04")
+	}
+	mustExec(t, c, "SET lock.fencing_token = 41")
+	mustExec(t, c, "SET lock.resource = 'acct/1'")
+	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	e.wantUntouched(t)
+}
