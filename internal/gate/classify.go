@@ -96,6 +96,12 @@ type Statement struct {
 	// parameter. Functions and procedures that set them internally are not
 	// visible.
 	SetsFenceSetting bool
+	// HandOver is set for the one form of statement that may set the
+	// fencing settings without a check first: SELECT of nothing but
+	// set_config calls with constant arguments, no FROM, WHERE or WITH.
+	// A new holder hands over with it while the session still carries the
+	// old token; anything more might read or write under the old one.
+	HandOver bool
 
 	// Opaque is set for statements that run code the text does not show:
 	// DO, CALL, and SQL EXECUTE (whose statement the session looks up).
@@ -265,6 +271,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		if s.SelectStmt.IntoClause != nil || w.dml > 0 {
 			return Write
 		}
+		st.HandOver = isHandOver(s.SelectStmt)
 		return Read
 	case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt,
 		*pg_query.Node_MergeStmt, *pg_query.Node_TruncateStmt, *pg_query.Node_CreateTableAsStmt:
@@ -284,7 +291,10 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		}
 		return Read
 	case *pg_query.Node_FetchStmt:
+		// FETCH and MOVE run the portal's statement (a cursor's query, or
+		// a protocol portal's): it is judged as an Execute of the portal.
 		st.Name = s.FetchStmt.Portalname
+		st.Opaque, st.Registry = true, RegFetch
 		return Read
 	case *pg_query.Node_LockStmt:
 		return Read
@@ -337,6 +347,29 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		return NoTxnBlock
 	}
 	return Write
+}
+
+// isHandOver reports whether sel is SELECT set_config(const, const, const)
+// [, …] and nothing else.
+func isHandOver(sel *pg_query.SelectStmt) bool {
+	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
+		len(sel.TargetList) == 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil || len(sel.ValuesLists) > 0 ||
+		len(sel.SortClause) > 0 || sel.LimitCount != nil || sel.LimitOffset != nil || len(sel.LockingClause) > 0 || len(sel.DistinctClause) > 0 {
+		return false
+	}
+	for _, t := range sel.TargetList {
+		fc := t.GetResTarget().GetVal().GetFuncCall()
+		if fc == nil || !strings.EqualFold(lastName(fc.Funcname), "set_config") || len(fc.Funcname) > 2 ||
+			len(fc.Funcname) == 2 && fc.Funcname[0].GetString_().GetSval() != "pg_catalog" || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil {
+			return false
+		}
+		for _, a := range fc.Args {
+			if a.GetAConst() == nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // classifyCopy handles COPY: FROM writes the table; TO reads it, or runs its
@@ -441,4 +474,5 @@ const (
 	RegCloseAllCursors                // CLOSE ALL
 	RegDiscardAll                     // DISCARD ALL: statements and cursors
 	RegExecute                        // EXECUTE name: runs a prepared statement (changes nothing)
+	RegFetch                          // FETCH or MOVE name: runs a portal (changes nothing)
 )

@@ -19,6 +19,7 @@ const (
 	msgCannotFenceFn  = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
 	msgReserved       = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
 	msgSetAndWrite    = "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write, because its write would not be checked with the new value; set them in a statement of their own"
+	msgLexChanged     = "fenceproxy: cannot fence this statement: it was prepared while standard_conforming_strings or client_encoding was changing, or under other values than now, and it holds a backslash or a non-ASCII byte the server may have read differently; send Sync after changing those settings and prepare it again"
 	msgFunctionCall   = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
 	msgUnknownStmtFmt = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
 )
@@ -149,9 +150,13 @@ func (s *Session) decideOne(st, run *Statement) action {
 		}
 		return action{}
 	}
-	if run == nil { // EXECUTE of a statement the proxy does not know
+	if run == nil { // EXECUTE or FETCH of a statement or portal the proxy does not know
 		if s.fencingPossible() || st.Directives.Token != 0 {
-			return raise(codeUnknownStmt, strings.Replace(strings.Replace(msgUnknownStmtFmt, "%s", "prepared statement", 1), "%q", strconv.Quote(st.Name), 1))
+			what := "prepared statement"
+			if st.Registry == RegFetch {
+				what = "cursor"
+			}
+			return raise(codeUnknownStmt, unknownMsg(what, st.Name))
 		}
 		return action{}
 	}
@@ -170,10 +175,12 @@ func (s *Session) decideOne(st, run *Statement) action {
 		}
 		return action{}
 	case Read:
-		if run.SetsFenceSetting {
+		if run.SetsFenceSetting && run.HandOver && run == st {
 			// SELECT set_config('lock.fencing_token', …): it sets the token
 			// the next statements carry; checking the old one first would
-			// refuse the new holder's hand-over. It writes nothing.
+			// refuse the new holder's hand-over. It reads and writes
+			// nothing. Any other form, or one run through EXECUTE or a
+			// cursor, is checked under the token in force before it.
 			return action{}
 		}
 	case Write:
@@ -209,8 +216,11 @@ func (s *Session) after(st *Statement) {
 	switch st.Kind {
 	case Commit, Rollback, RollbackTo, DiscardAll:
 		// The transaction ended, or a savepoint rollback may have undone the
-		// advance: the next statement checks again.
+		// advance: the next statement checks again. It may also revert a
+		// SET LOCAL of standard_conforming_strings or client_encoding: the
+		// next text waits for the server's ParameterStatus.
 		s.unit.checked = false
+		s.unit.lexing = true
 	}
 	if st.SetsFenceSetting {
 		s.setMaybe()
@@ -225,11 +235,16 @@ func (s *Session) after(st *Statement) {
 		s.unit.checked = false
 		s.unit.probe = true
 		s.unit.lexing = true
+		s.reg.distrust()
 	}
 	if st.SetsLexing {
 		s.unit.lexing = true
 	}
 }
+
+// opaqueRun stands for a statement whose text the proxy cannot know: it is
+// checked wherever the session may hold a token, and followed by a probe.
+func opaqueRun() *Statement { return &Statement{Kind: Write, Opaque: true} }
 
 // fmtFirstWords puts the first words of text in place of %s in msg.
 func fmtFirstWords(msg, text string) string {

@@ -29,7 +29,10 @@ func (s *Session) parse(name, sql string) Decision {
 		return s.refuseExtended(refusal{codeReservedName, msgReserved})
 	}
 	s.extended()
-	op := regOp{key: regKey{name: name}, val: &prepared{text: sql}}
+	// The server lexes the text now, under the settings in force when it
+	// reaches it: record them for the Execute that analyses it.
+	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing}
+	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, ops: []regOp{op}})
 	return Decision{}
@@ -105,7 +108,8 @@ func (s *Session) functionCall() Decision {
 		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
 	}
 	s.setMaybe()
-	s.unit.probe, s.unit.lexing = true, true
+	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
+	s.reg.distrust()
 	return Decision{After: s.endUnit(slot{kind: slotFunctionCall})}
 }
 
@@ -122,16 +126,20 @@ func (s *Session) execute(portal string) Decision {
 		if s.fencingPossible() {
 			return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("portal", portal)})
 		}
+		// Whatever it runs may set a token: probe after it.
 		s.extended()
+		s.after(opaqueRun())
 		s.slots.push(slot{kind: slotExecute})
 		return Decision{}
 	}
-	known, text := p.st, p.text
+	known := p.st
+	if p.opaque {
+		known = opaqueRun()
+	}
 	s.extended()
 	var an analysis
 	if known == nil {
-		an = s.analyze(text)
-		if an.wait || an.a != nil && s.mustWait(an.a) {
+		if an = s.analyzePrepared(p); an.wait || an.a != nil && s.mustWait(an.a) {
 			return Decision{Wait: true}
 		}
 	}
@@ -150,6 +158,17 @@ func (s *Session) execute(portal string) Decision {
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}
+}
+
+// analyzePrepared analyses the text of a statement prepared by Parse, which
+// the server lexed under the settings of its Parse: it is refused where
+// fencing is possible when those settings were changing, or differ from
+// today's in a way that could change how the text reads.
+func (s *Session) analyzePrepared(p *prepared) analysis {
+	if lexRisky(p.text) && (p.lexUnsure || p.lex != s.settings) {
+		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
+	}
+	return s.analyze(p.text)
 }
 
 // inject returns the messages that carry out act before an Execute.

@@ -53,14 +53,26 @@ func (c *settings) unsafe(sql string) string {
 	return ""
 }
 
+// lexRisky reports whether sql holds a byte that some setting of
+// standard_conforming_strings or client_encoding could make the server read
+// differently: a backslash, or a byte ≥ 0x80.
+func lexRisky(sql string) bool {
+	for i := 0; i < len(sql); i++ {
+		if sql[i] == '\\' || sql[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
 // anywhereWords are fragments without which a text cannot: change the
 // fencing settings by function (set_config), RESET or DISCARD them, run
 // code the proxy cannot see (EXECUTE), carry a directive (fencing_token=,
 // resource=), name schema fence or an escaped identifier (U&"…"), end a
 // transaction or undo a check (COMMIT, ROLLBACK, ABORT, PREPARE
-// TRANSACTION), change prepared statements (PREPARE, DEALLOCATE), or use a
-// reserved name (they hold the byte 0x1F).
-var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f"}
+// TRANSACTION), change prepared statements (PREPARE, DEALLOCATE), run a
+// portal (FETCH, MOVE), or use a reserved name (they hold the byte 0x1F).
+var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f", "fetch", "move"}
 
 // startWords are keywords that matter only as the first word of a
 // statement: SET (and SET LOCAL), DO, CALL and END.

@@ -47,8 +47,8 @@ func (s *Session) query(sql string) Decision {
 func (s *Session) mustWait(a *Analysis) bool {
 	for i := range a.Statements {
 		st := &a.Statements[i]
-		if st.Registry == RegExecute {
-			if _, _, wait := s.reg.lookup(regKey{name: st.Name}); wait {
+		if k, ok := runsKey(st); ok {
+			if _, _, wait := s.reg.lookup(k); wait {
 				return true
 			}
 		}
@@ -90,31 +90,44 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 	return out
 }
 
-// runs returns the statement that runs when st runs: for SQL EXECUTE the
-// prepared statement (nil when the proxy does not know it), else st.
-func (s *Session) runs(st *Statement) *Statement {
-	if st.Registry != RegExecute {
-		return st
+// runsKey returns the registry name of what st runs: the prepared
+// statement of SQL EXECUTE, the portal of FETCH or MOVE.
+func runsKey(st *Statement) (regKey, bool) {
+	switch st.Registry {
+	case RegExecute:
+		return regKey{name: st.Name}, true
+	case RegFetch:
+		return regKey{portal: true, name: st.Name}, true
 	}
-	p, found, _ := s.reg.lookup(regKey{name: st.Name})
-	if !found {
-		return nil
-	}
-	if p.st == nil {
-		// Prepared by Parse: analyse its text now.
-		an := s.analyzeStatement(p.text)
-		if an == nil {
-			return nil
-		}
-		return an
-	}
-	return p.st
+	return regKey{}, false
 }
 
-// analyzeStatement analyses the text of a prepared statement, returning nil
-// when it is not exactly one statement that can be analysed.
-func (s *Session) analyzeStatement(text string) *Statement {
-	if s.settings.unsafe(text) != "" {
+// runs returns the statement that runs when st runs: for SQL EXECUTE the
+// prepared statement, for FETCH and MOVE the portal's (nil when the proxy
+// does not know it, or cannot read it), else st.
+func (s *Session) runs(st *Statement) *Statement {
+	k, ok := runsKey(st)
+	if !ok {
+		return st
+	}
+	p, found, _ := s.reg.lookup(k)
+	switch {
+	case !found || p.unknown:
+		return nil
+	case p.opaque:
+		return opaqueRun()
+	case p.st != nil:
+		return p.st
+	}
+	return s.analyzeStatement(p) // prepared by Parse: analyse its text now
+}
+
+// analyzeStatement analyses the text of a statement prepared by Parse,
+// under the lexing settings the server read it with, returning nil when it
+// is not exactly one statement that can be analysed.
+func (s *Session) analyzeStatement(p *prepared) *Statement {
+	text := p.text
+	if p.lex.unsafe(text) != "" || p.lexUnsure && lexRisky(text) {
 		return nil
 	}
 	a, err := s.cfg.Analyzer.Analyze(text)
@@ -136,7 +149,11 @@ func (s *Session) statementOps(st *Statement) []regOp {
 	case RegDeallocateAll:
 		ops = []regOp{{allStmts: true}}
 	case RegDeclare:
-		ops = []regOp{{key: regKey{portal: true, name: st.Name}, val: &prepared{st: &Statement{Kind: Read}}}}
+		// The cursor's query runs at FETCH: keep what it does (its kind,
+		// writes, set_config calls), not the DECLARE's name.
+		cur := *st
+		cur.Name, cur.Registry = "", RegNone
+		ops = []regOp{{key: regKey{portal: true, name: st.Name}, val: &prepared{st: &cur}}}
 	case RegCloseCursor:
 		ops = []regOp{{key: regKey{portal: true, name: st.Name}}}
 	case RegCloseAllCursors:

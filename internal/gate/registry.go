@@ -10,6 +10,16 @@ type prepared struct {
 	// unknown: bound to a statement the proxy never saw, while nothing in
 	// the session was fenced.
 	unknown bool
+	// opaque: what it runs is not known to the proxy: code the proxy could
+	// not see (DO, CALL, EXECUTE, a FunctionCall) ran since it was
+	// confirmed, and may have replaced it under the same name.
+	opaque bool
+
+	// Protocol Parse: the lexing settings the server read text under, and
+	// whether they may have been changing then (a change in flight, or
+	// earlier in the same unit).
+	lex       settings
+	lexUnsure bool
 }
 
 // regKey names a prepared statement (portal false) or a portal. SQL
@@ -116,6 +126,21 @@ func (r *registry) settle(op regOp, applied bool) {
 		delete(r.confirmed, op.key)
 	} else {
 		r.confirmed[op.key] = op.val
+	}
+}
+
+// distrust marks every statement and portal known so far as opaque: code
+// the proxy could not see ran and may have deallocated and prepared them
+// again, or declared cursors, under the same names.
+func (r *registry) distrust() {
+	for _, m := range []map[regKey]*prepared{r.confirmed, r.unit} {
+		for k, p := range m {
+			if p != nil && !p.opaque {
+				c := *p
+				c.opaque = true
+				m[k] = &c
+			}
+		}
 	}
 }
 

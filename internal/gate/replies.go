@@ -194,10 +194,19 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 		s.pre = preProceed
 		return Verdict{Act: Hide} // the client's own Query follows and gets its own
 	case u.probe:
-		if u.gen == s.maybeGen {
+		switch {
+		case status != 'I':
+			// Inside a transaction block the answer may not last: a SET
+			// LOCAL, or a ROLLBACK, may bring another value back. Probe
+			// again once the block has ended.
+			s.probeIdle = true
+		case u.gen == s.maybeGen:
 			s.tokenMaybe = false // nothing set it since the probe was sent
 		}
 		return Verdict{Act: Hide}
+	}
+	if status == 'I' && s.probeIdle {
+		s.probeIdle, s.probeDue = false, true
 	}
 	s.txChecked = status == 'T' && u.endsChecked
 	s.txKey = u.key

@@ -87,6 +87,7 @@ type Session struct {
 	lexPending int  // units in flight that may change lexing settings
 	extOpen    bool // extended-protocol messages sent since the last Sync
 	probeDue   bool // a probe waits for the next boundary both sides agree on
+	probeIdle  bool // a probe answered inside a transaction block: probe again once it ends
 	lastReady  byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
 	txChecked  bool // confirmed: the open transaction block has passed a check
 	txKey      checkKey
@@ -114,8 +115,31 @@ func (s *Session) Probe() []pgproto3.FrontendMessage {
 // arrived.
 func (s *Session) Settled() bool { return s.slots.empty() }
 
+// maxNameBytes is how much of a statement or portal name the server keys
+// on (NAMEDATALEN - 1): longer names that share their first 63 bytes name
+// the same object.
+const maxNameBytes = 63
+
+func truncName(name string) string {
+	if len(name) > maxNameBytes {
+		return name[:maxNameBytes]
+	}
+	return name
+}
+
 // Client decides about one client message.
 func (s *Session) Client(m Msg) Decision {
+	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
+	d := s.client(m)
+	if d.Wait && s.extOpen {
+		// The server answers the open sequence's messages only at a Sync
+		// or a Flush: ask for them, or the wait would never end.
+		d.Before = append(d.Before, &pgproto3.Flush{})
+	}
+	return d
+}
+
+func (s *Session) client(m Msg) Decision {
 	switch m.Type {
 	case 'Q':
 		return s.query(m.Text)

@@ -140,6 +140,11 @@ func (w *walker) enter(m protoreflect.ProtoMessage) bool {
 	switch n := m.(type) {
 	case *pg_query.A_Const:
 		return false // literal values are data, never names
+	case *pg_query.ExecuteStmt:
+		// CREATE TABLE … AS EXECUTE p: the prepared statement runs unseen.
+		if w.deferred == 0 {
+			w.opaque = true
+		}
 	case *pg_query.ColumnRef:
 		return false // column reads; the relation is seen as a RangeVar
 	case *pg_query.String:

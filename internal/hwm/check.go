@@ -116,7 +116,7 @@ func AppendRaise(dst []byte, sqlstate, message string) []byte {
 // so that a token set in the session refuses it as a comment token would.
 func AppendRaiseIfToken(dst []byte, sqlstate, message string) []byte {
 	body := make([]byte, 0, len(message)+160)
-	body = append(body, "BEGIN IF pg_catalog.current_setting('lock.fencing_token', true) <> '' THEN RAISE EXCEPTION USING ERRCODE = "...)
+	body = append(body, "BEGIN IF pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) '' THEN RAISE EXCEPTION USING ERRCODE = "...)
 	body = appendLiteral(body, strings.ReplaceAll(sqlstate, "\x00", ""))
 	body = append(body, ", MESSAGE = "...)
 	body = appendLiteral(body, strings.ReplaceAll(message, "\x00", "\uFFFD"))
@@ -139,4 +139,6 @@ func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 // runs it, hidden from the client, when a session starts and after a client
 // statement that may have changed the setting in a way the text does not
 // show, so that whether a session carries a token is the server's answer.
-const ProbeStatement = "SELECT WHERE pg_catalog.current_setting('lock.fencing_token', true) <> ''"
+// The operator is schema-qualified: the session's search_path must not be
+// able to put another "<>" in its place.
+const ProbeStatement = "SELECT WHERE pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) ''"
