@@ -15,7 +15,7 @@ import (
 
 // FuzzDifferential builds texts from lexical pieces chosen to make the
 // proxy's reading of statement boundaries differ from the server's (quotes,
-// backslashes, E'' and dollar quotes, comments, multi-byte characters in
+// backslashes, E” and dollar quotes, comments, multi-byte characters in
 // SJIS and other client encodings, standard_conforming_strings off, token
 // and resource changes, transaction control), runs each through the proxy
 // and checks two properties against the real server:

@@ -98,7 +98,8 @@ type Statement struct {
 	SetsFenceSetting bool
 	// HandOver is set for the one form of statement that may set the
 	// fencing settings without a check first: SELECT of nothing but
-	// set_config calls with constant arguments, no FROM, WHERE or WITH.
+	// set_config calls with constant or parameter arguments, no FROM, WHERE
+	// or WITH.
 	// A new holder hands over with it while the session still carries the
 	// old token; anything more might read or write under the old one.
 	HandOver bool
@@ -349,8 +350,8 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 	return Write
 }
 
-// isHandOver reports whether sel is SELECT set_config(const, const, const)
-// [, …] and nothing else.
+// isHandOver reports whether sel is SELECT set_config(a, b, c) [, …] and
+// nothing else, each argument a constant or a parameter ($1), cast or not.
 func isHandOver(sel *pg_query.SelectStmt) bool {
 	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
 		len(sel.TargetList) == 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil || len(sel.ValuesLists) > 0 ||
@@ -364,7 +365,10 @@ func isHandOver(sel *pg_query.SelectStmt) bool {
 			return false
 		}
 		for _, a := range fc.Args {
-			if a.GetAConst() == nil {
+			for tc := a.GetTypeCast(); tc != nil; tc = a.GetTypeCast() {
+				a = tc.Arg
+			}
+			if a.GetAConst() == nil && a.GetParamRef() == nil {
 				return false
 			}
 		}
