@@ -9,6 +9,7 @@ import (
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -180,7 +181,7 @@ func (e *env) checkDifferential(t *testing.T, admin *pgx.Conn, c fuzzCase) {
 	t.Helper()
 	resetT(t, admin)
 	for _, r := range []string{"acct/1", "acct/2"} {
-		if _, err := hwm.Set(t.Context(), pgxQuerier{admin}, r, 100); err != nil {
+		if _, err := hwm.Set(t.Context(), pgxhwm.Querier{Conn: admin}, r, 100); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,18 +235,6 @@ func rowsOf(t *testing.T, admin *pgx.Conn) []string {
 		t.Fatal(err)
 	}
 	return vs
-}
-
-// pgxQuerier adapts a *pgx.Conn to hwm.Querier.
-type pgxQuerier struct{ c *pgx.Conn }
-
-func (q pgxQuerier) Exec(ctx context.Context, sql string, args ...any) error {
-	_, err := q.c.Exec(ctx, sql, args...)
-	return err
-}
-
-func (q pgxQuerier) QueryRow(ctx context.Context, sql string, args ...any) hwm.Row {
-	return q.c.QueryRow(ctx, sql, args...)
 }
 
 // diffSeeds are the attacks of the fail-closed issue, spelled in pieces,
