@@ -390,3 +390,54 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no counter %s", name)
 	return 0
 }
+
+// TestExtendedReadAfterCheckSeesOlderHoldersCommit: a SELECT's portal takes
+// its snapshot at Bind. A new holder's check waits on the mark's row lock for
+// the old holder's commit; the read must then see that commit, so the check
+// runs before the Bind (found by the chaos suite as a lost update).
+func TestExtendedReadAfterCheckSeesOlderHoldersCommit(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	old := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+	for _, s := range []string{"BEGIN", "SET LOCAL lock.fencing_token = 5", "SET LOCAL lock.resource = 'acct/1'",
+		"UPDATE accounts SET balance = 1 WHERE id = 1"} {
+		mustExec(t, old, s)
+	}
+	next := connect(t, e.viaProxy(), pgx.QueryExecModeCacheStatement)
+	mustExec(t, next, "SET lock.resource = 'acct/1'")
+	mustExec(t, next, "SET lock.fencing_token = 6")
+	got := make(chan int, 1)
+	go func() {
+		var b int
+		if err := next.QueryRow(context.Background(), "SELECT balance FROM accounts WHERE id = $1", 1).Scan(&b); err != nil {
+			b = -1
+		}
+		got <- b
+	}()
+	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
+	waitFor(t, 10*time.Second, func() bool {
+		var n int
+		err := admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", e.db).Scan(&n)
+		return err == nil && n > 0
+	})
+	mustExec(t, old, "COMMIT")
+	select {
+	case b := <-got:
+		if b != 1 {
+			t.Fatalf("the new holder read balance %d after waiting for the old holder's commit, want 1", b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the new holder's read did not finish")
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -54,10 +54,52 @@ func (s *Session) bind(portal, stmt string) Decision {
 		p = &prepared{unknown: true} // refused at Execute if fencing is possible by then
 	}
 	s.extended()
+	before, wait := s.checkAtBind(p)
+	if wait {
+		return Decision{Wait: true}
+	}
 	op := regOp{key: regKey{portal: true, name: portal}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotBind, ops: []regOp{op}})
-	return Decision{}
+	return Decision{Before: before}
+}
+
+// checkAtBind returns the check to run before a Bind of p, when its
+// Execute will need one. A SELECT's portal takes its snapshot at Bind
+// (PortalStart): a check after it would wait for an older holder's commit
+// and then let the statement read from before that commit. Refusals, and
+// what the statement does to the session, wait for the Execute, which
+// finds this check already done.
+func (s *Session) checkAtBind(p *prepared) (before []pgproto3.FrontendMessage, wait bool) {
+	if p.unknown || !s.fencingPossible() {
+		return nil, false
+	}
+	var st *Statement
+	switch {
+	case p.opaque:
+		st = opaqueRun()
+	case p.st != nil:
+		st = p.st
+	default:
+		an := s.analyzePrepared(p)
+		if an.wait || an.a != nil && s.mustWait(an.a) {
+			return nil, true
+		}
+		if an.a == nil || len(an.a.Statements) != 1 {
+			return nil, false
+		}
+		st = &an.a.Statements[0]
+	}
+	run := s.runs(st)
+	if run == nil {
+		return nil, false
+	}
+	act := s.decideOne(st, run)
+	if act.kind != actCheck {
+		return nil, false
+	}
+	s.unit.checked, s.unit.key = true, keyOf(act.args)
+	return s.injectCheck(act.args), false
 }
 
 func unknownMsg(what, name string) string {

@@ -113,8 +113,14 @@ func (s *Session) applyEffects(h *slot, i int) {
 // mapped by hwm.ClientError) and replaces the original.
 func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	h := s.slots.front()
-	if h == nil || e.Severity == "FATAL" || e.Severity == "PANIC" {
+	if e.Severity == "FATAL" || e.Severity == "PANIC" {
 		return Verdict{} // the server is closing the connection
+	}
+	if h == nil {
+		// Unsolicited (statement_timeout between messages): inside an
+		// extended sequence the server now skips to the client's Sync.
+		s.skipping = s.extOpen
+		return Verdict{}
 	}
 	injected, check, probe := h.isInjected(), h.isCheck(), h.probe
 	if probe {
@@ -147,6 +153,9 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 				s.lexPending--
 			}
 		}
+		// No Sync sent yet (a pipeline ended by Flush): the client's
+		// messages up to its Sync are skipped too.
+		s.skipping = s.slots.empty() && s.extOpen
 	}
 	if probe {
 		return Verdict{Act: Hide}

@@ -87,6 +87,7 @@ type Session struct {
 	lexPending int  // units in flight that may change lexing settings
 	extOpen    bool // extended-protocol messages sent since the last Sync
 	probeDue   bool // a probe waits for the next boundary both sides agree on
+	skipping   bool // the server is skipping every message up to the client's Sync, after an error
 	probeIdle  bool // a probe answered inside a transaction block: probe again once it ends
 	lastReady  byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
 	txChecked  bool // confirmed: the open transaction block has passed a check
@@ -130,6 +131,12 @@ func truncName(name string) string {
 // Client decides about one client message.
 func (s *Session) Client(m Msg) Decision {
 	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
+	if s.skipping {
+		if m.Type != 'S' {
+			return Decision{} // discarded by the server, unanswered
+		}
+		s.skipping = false
+	}
 	d := s.client(m)
 	if d.Wait && s.extOpen {
 		// The server answers the open sequence's messages only at a Sync

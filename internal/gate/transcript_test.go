@@ -46,16 +46,16 @@ func TestTranscripts(t *testing.T) {
 			{send: parse("s1", "SELECT 1")}, {send: syncMsg()},
 			{send: bind("", "s1"), up: "WAIT"},
 			{replies: "1Z", status: 'I', seen: "1Z"},
-			{send: bind("", "s1")},
-			{send: exec(""), up: checkMsgs + " E()"},
+			{send: bind("", "s1"), up: checkMsgs + " B()"},
+			{send: exec(""), up: "E()"},
 		}},
 		{name: "close_skipped_after_error_keeps_statement", token: true, steps: []step{
 			{send: parse("w", "UPDATE t SET v = 1")}, {send: syncMsg()},
 			{replies: "1Z", status: 'I', seen: "1Z"},
 			{send: parse("bad", "SELEC")}, {send: closeMsg('S', "w")}, {send: syncMsg()},
 			{replies: "E{42601}Z", status: 'I', seen: "EZ"},
-			{send: bind("", "w")},
-			{send: exec(""), up: checkMsgs + " E()"},
+			{send: bind("", "w"), up: checkMsgs + " B()"},
+			{send: exec(""), up: "E()"},
 		}},
 		{name: "hijack_check_by_close", token: true, steps: []step{
 			{send: closeMsg('S', checkName), up: raiseMsgs()},
@@ -70,8 +70,8 @@ func TestTranscripts(t *testing.T) {
 		{name: "check_prepared_every_time_after_deallocate_all", token: true, steps: []step{
 			{send: q("DEALLOCATE ALL")},
 			{replies: "CZ", status: 'I', seen: "CZ"},
-			{send: parse("", "UPDATE t SET v = 1")}, {send: bind("", "")},
-			{send: exec(""), up: checkMsgs + " E()"},
+			{send: parse("", "UPDATE t SET v = 1")}, {send: bind("", ""), up: checkMsgs + " B()"},
+			{send: exec(""), up: "E()"},
 		}},
 		{name: "bad_parse_then_query_skipped", token: true, steps: []step{
 			// The server skips the Query after the failed Parse: no
@@ -90,14 +90,42 @@ func TestTranscripts(t *testing.T) {
 			{send: parse("", "SELECT 1")},
 			{replies: "2", seen: "!"},
 		}},
+		{name: "select_snapshot_after_check", token: true, steps: []step{
+			// A SELECT's portal takes its snapshot at Bind: the check runs
+			// before the Bind, or the read could predate an older holder's
+			// commit that the check waited for.
+			{send: parse("r", "SELECT v FROM t")}, {send: syncMsg()},
+			{replies: "1Z", status: 'I', seen: "1Z"},
+			{send: bind("", "r"), up: checkMsgs + " B()"},
+			{send: exec(""), up: "E()"}, {send: syncMsg()},
+			{replies: checkReply + "2DCZ", status: 'I', seen: "2DCZ"},
+		}},
+		{name: "error_before_sync_skips_later_messages", token: true, steps: []step{
+			// A pipeline ended by Flush: the server skips every message up
+			// to the client's Sync, which it answers with ReadyForQuery alone.
+			{send: parse("", "SELECT 1")}, {send: Msg{Type: 'H'}},
+			{replies: "E{42601}", seen: "E"},
+			{send: parse("", "SELECT 2"), up: "P()"}, {send: bind("", ""), up: "B()"}, {send: exec(""), up: "E()"},
+			{send: syncMsg()},
+			{replies: "Z", status: 'I', seen: "Z"},
+			{send: q("SELECT 3"), up: "Q(CALL fence.check('', '', '', '', false, true); SELECT 3)"},
+		}},
+		{name: "unsolicited_error_mid_sequence", steps: []step{
+			// statement_timeout fires between Parse and Describe.
+			{send: parse("", "SELECT 1")}, {send: Msg{Type: 'H'}},
+			{replies: "1", seen: "1"},
+			{replies: "E{57014}", seen: "E"},
+			{send: Msg{Type: 'D', Object: 'S'}}, {send: syncMsg()},
+			{replies: "Z", status: 'I', seen: "Z"},
+		}},
 		{name: "bind_to_sql_prepared_unknown", token: true, steps: []step{
 			{send: bind("", "made_by_sql"), up: raiseMsgs()},
 		}},
 		{name: "sql_prepare_then_bind_known", token: true, steps: []step{
 			{send: q("PREPARE p AS UPDATE t SET v = 1")},
 			{replies: "CZ", status: 'I', seen: "CZ"},
-			{send: bind("", "p")},
-			{send: exec(""), up: checkMsgs + " E()"},
+			{send: bind("", "p"), up: checkMsgs + " B()"},
+			{send: exec(""), up: "E()"},
 		}},
 		{name: "sql_prepare_commit_execute_is_not_a_read", token: true, steps: []step{
 			{send: q("BEGIN")}, {replies: "CZ", status: 'T', seen: "CZ"},

@@ -96,3 +96,27 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		t.Errorf("DELETE after upgrade: %v", err)
 	}
 }
+
+// TestOwnerRoleMigratesAndRepairs: the documented set-up, a dedicated role
+// that is not a superuser, installs the store (PostgreSQL 15 refuses such a
+// role a function's SET clause for an unknown parameter) and can repair a
+// mark through hwm.Set, while its own direct lowering is refused.
+func TestOwnerRoleMigratesAndRepairs(t *testing.T) {
+	db := newDB(t)
+	role := "fence_owner_" + db.name
+	if _, err := db.super(t).Exec(t.Context(), "CREATE ROLE "+role+" LOGIN; GRANT CREATE ON DATABASE "+db.name+" TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	owner := db.connect(t, role)
+	if _, err := hwm.Migrate(t.Context(), session{owner}); err != nil {
+		t.Fatalf("migrate as %s: %v", role, err)
+	}
+	setMark(t, owner, "r", 100)
+	_, err := owner.Exec(t.Context(), "UPDATE fence.hwm SET token = 1")
+	if code, _ := pgErr(t, err); code != hwm.CodeMarkLowered {
+		t.Errorf("owner's direct lowering: %v, want %s", err, hwm.CodeMarkLowered)
+	}
+	if prev, err := hwm.Set(t.Context(), session{owner}, "r", 7); err != nil || prev != 100 {
+		t.Fatalf("Set as owner = %d, %v", prev, err)
+	}
+}

@@ -60,7 +60,6 @@ var migrations = []migration{
 		`CREATE FUNCTION fence.set_mark(p_resource text, p_token bigint) RETURNS bigint
 		LANGUAGE plpgsql
 		SET search_path = pg_catalog, pg_temp
-		SET ` + allowLoweringSetting + ` = 'on'
 		AS $set$` + setMarkBody + `$set$`,
 		strings.Replace(revokeStrangers, "'PROCEDURE '", "'ROUTINE '", 1),
 		`REVOKE ALL ON FUNCTION fence.refuse_lowering(), ` + setMarkSignature + ` FROM PUBLIC`,
@@ -68,10 +67,12 @@ var migrations = []migration{
 }
 
 // allowLoweringSetting is the setting fence.refuse_lowering lets a mark go
-// down under. Only fence.set_mark sets it, for its own duration (a SET
-// clause of the function); whoever can write fence.hwm at all (its owner, a
-// superuser) could set it too, so it stops accidents and dynamic SQL that
-// builds the table's name, not a superuser who means it.
+// down under. Only fence.set_mark sets it, around its own write (with
+// set_config: a SET clause on the function would need GRANT SET ON
+// PARAMETER for a non-superuser owner on PostgreSQL 15); whoever can write
+// fence.hwm at all (its owner, a superuser) could set it too, so it stops
+// accidents and dynamic SQL that builds the table's name, not a superuser
+// who means it.
 const allowLoweringSetting = "fence.allow_lowering"
 
 // setMarkSignature names fence.set_mark with its argument types.
@@ -103,10 +104,12 @@ const setMarkBody = `
 DECLARE
 	v_previous bigint;
 BEGIN
+	PERFORM pg_catalog.set_config('` + allowLoweringSetting + `', 'on', true);
 	WITH old AS (SELECT h.token FROM fence.hwm AS h WHERE h.resource = p_resource)
 	INSERT INTO fence.hwm AS h (resource, token, updated_at) VALUES (p_resource, p_token, pg_catalog.now())
 	ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
 	RETURNING COALESCE((SELECT old.token FROM old), 0) INTO v_previous;
+	PERFORM pg_catalog.set_config('` + allowLoweringSetting + `', '', true);
 	RETURN v_previous;
 END
 `
