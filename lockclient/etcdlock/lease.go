@@ -48,10 +48,10 @@ type lease struct {
 
 	timeout time.Duration // per request attempt
 
-	// triedDelete is set once a delete attempt failed without an answer:
-	// it may have been applied, so a key found gone later may be our own
-	// doing rather than a loss.
-	triedDelete atomic.Bool
+	// mayHaveDeleted is set once a delete attempt succeeded or failed
+	// without an answer (it may have been applied): a key found gone later
+	// may be our own doing rather than a loss.
+	mayHaveDeleted atomic.Bool
 
 	lost chan struct{} // closed by the watcher when the key is gone
 
@@ -123,15 +123,15 @@ func (l *lease) deleteKey(ctx context.Context) (bool, error) {
 			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 			Then(clientv3.OpDelete(l.key)).
 			Commit()
-		if err != nil {
-			l.triedDelete.Store(true)
+		if err != nil || resp.Succeeded {
+			l.mayHaveDeleted.Store(true)
 		}
 		return err
 	})
 	if err != nil {
 		return false, err
 	}
-	return resp.Succeeded || l.triedDelete.Load(), nil
+	return resp.Succeeded || l.mayHaveDeleted.Load(), nil
 }
 
 // keyWatcher is the body of a grant's key watcher goroutine: it closes lost
