@@ -271,7 +271,17 @@ func second(t *testing.T, e *env) int64 { return e.mark(t, "accounts/1") }
 // child is still running or exited while it was stopped, it exits 76: the
 // child's work may have been refused or overtaken. It once passed the
 // child's status through when the child exited first.
+//
+// FENCEPROXY_TAKEOVER_ROUNDS sets the rounds per case (default 2; make chaos
+// runs 5 of each).
 func TestLockRunTakeoverExits76(t *testing.T) {
+	rounds := 2
+	if v := os.Getenv("FENCEPROXY_TAKEOVER_ROUNDS"); v != "" {
+		var err error
+		if rounds, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("FENCEPROXY_TAKEOVER_ROUNDS=%q: %v", v, err)
+		}
+	}
 	etcd := harness.StartEtcd(t)
 	ep := "--etcd=" + strings.Join(etcd.Endpoints(), ",")
 	children := map[string]string{
@@ -280,9 +290,10 @@ func TestLockRunTakeoverExits76(t *testing.T) {
 	}
 	for name, script := range children {
 		t.Run(name, func(t *testing.T) {
-			for round := range 2 {
+			for round := range rounds {
 				takeover(t, ep, "jobs/takeover", script, round)
 			}
+			t.Logf("%d takeovers, each exited 76", rounds)
 		})
 	}
 }

@@ -56,8 +56,11 @@ func TestChaos(t *testing.T) {
 // checks the database db and reports.
 func runWorkload(t *testing.T, s *Stack, bin, dsn, db string, schedule []step, dur time.Duration) (Result, Report) {
 	t.Helper()
-	w := StartWorkers(t, bin, t.TempDir(), workers,
-		"-etcd", strings.Join(s.Etcd.Endpoints(), ","), "-dsn", dsn, "-lock", "chaos/"+db, "-ttl", ttl.String())
+	args := []string{"-etcd", strings.Join(s.Etcd.Endpoints(), ","), "-dsn", dsn, "-lock", "chaos/" + db, "-ttl", ttl.String()}
+	if os.Getenv("FENCEPROXY_CHAOS_PROTOCOL") == "extended" {
+		args = append(args, "-extended")
+	}
+	w := StartWorkers(t, bin, t.TempDir(), workers, args...)
 	time.Sleep(time.Second) // a fault-free start: the baseline gap
 	faults := NewNemesis(t, s, w, ttl).Run(schedule, time.Now().Add(dur))
 	end := time.Now()

@@ -38,6 +38,7 @@ func run() error {
 	flag.StringVar(&w.lock, "lock", "chaos/counter", "lock name, also the fencing resource")
 	flag.DurationVar(&w.ttl, "ttl", 2*time.Second, "lease TTL")
 	flag.DurationVar(&w.work, "work", 150*time.Millisecond, "longest pause between the read and the write")
+	flag.BoolVar(&w.extended, "extended", false, "use pgx's extended protocol (prepared statements) instead of the simple protocol")
 	flag.Parse()
 
 	cfg := etcdlock.ClientConfig(strings.Split(*etcd, ","))
@@ -66,12 +67,13 @@ func run() error {
 
 // worker is one process's loop of grants and increments.
 type worker struct {
-	id    int
-	dsn   string
-	lock  string
-	ttl   time.Duration
-	work  time.Duration
-	locks *lockclient.Client
+	id       int
+	dsn      string
+	lock     string
+	ttl      time.Duration
+	work     time.Duration
+	extended bool
+	locks    *lockclient.Client
 
 	mu  sync.Mutex // one line at a time: OnLost writes from another goroutine
 	out io.Writer
@@ -165,6 +167,9 @@ func (w *worker) connect(ctx context.Context, token int64) (*pgx.Conn, error) {
 		return nil, err
 	}
 	cfg.ConnectTimeout = 5 * time.Second
+	if !w.extended {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}
 	cfg.RuntimeParams["lock.fencing_token"] = strconv.FormatInt(token, 10)
 	cfg.RuntimeParams["lock.resource"] = w.lock
 	return pgx.ConnectConfig(ctx, cfg)
