@@ -98,8 +98,9 @@ type Lease interface {
 	// taken over), so that a release never passes a loss off as a clean
 	// release. Retrying after an error is safe: a grant that an earlier,
 	// unanswered attempt may have deleted is not reported lost. ctx's
-	// deadline is the end of the grant's validity; a backend should retry
-	// failed attempts (on another server, if it has several) until then.
+	// deadline is one TTL past the end of the grant's validity; a backend
+	// should retry failed attempts (on another server, if it has several)
+	// until then.
 	Release(ctx context.Context) error
 
 	// Lost is closed when the backend learns, without being asked, that

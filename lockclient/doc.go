@@ -54,9 +54,10 @@
 // release before its renewer runs) and by the service's answer to the
 // compare-and-delete (a key already gone was lost, not released). Either way
 // Release returns an error wrapping [ErrLost] and the OnLost callbacks run.
-// A release is retried within the remaining validity (and one renewal
-// interval), on another server if the backend has several, so that the next
-// holder is not left waiting for the TTL after a server dies.
+// A release is retried within the remaining validity and one TTL more, on
+// another server if the backend has several, so that the next holder is not
+// left waiting for the TTL after a server dies (a new etcd leader extends
+// every lease as it takes over).
 //
 // # Waiting
 //

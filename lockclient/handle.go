@@ -144,8 +144,8 @@ func (st *grantState) isLost() bool {
 }
 
 // release stops renewal and gives the grant back within its validity
-// (deadline) and one renewal interval. The caller has already made the Held
-// → Released transition.
+// (deadline) and one TTL more. The caller has already made the Held →
+// Released transition.
 // It returns an error wrapping ErrLost when the service no longer had the
 // grant: it was lost before the release, whatever the client believed.
 func (st *grantState) release(ctx context.Context, deadline time.Time, cause error) error {
@@ -153,12 +153,16 @@ func (st *grantState) release(ctx context.Context, deadline time.Time, cause err
 	// Give the grant back first: the next holder should not wait for this
 	// goroutine's renewer to be scheduled. A renewal still in flight fails
 	// harmlessly, as the grant is no longer held. Past the deadline the
-	// service drops the grant by itself, unless a renewal still in flight
-	// extended it: hence one renewal interval more, and no longer.
+	// service would drop the grant by itself, but not at once: a renewal in
+	// flight may have extended it, and a new etcd leader extends every
+	// lease by a TTL and an election timeout as it takes over (its lessor's
+	// Promote). A release caught by an election that outlasts the validity
+	// must still land, or the next holder waits that long: hence one TTL
+	// past the deadline, and no longer.
 	if now := time.Now(); deadline.Before(now) {
 		deadline = now
 	}
-	rctx, cancel := context.WithDeadline(ctx, deadline.Add(st.interval))
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(st.grant.TTL))
 	err := st.grant.Lease.Release(rctx)
 	cancel()
 	st.cancel(cause)
@@ -247,7 +251,8 @@ func (h *Handle) IsHeld() bool {
 // Release gives up this handle. It cancels the handle's Context; the last
 // handle of a reentrant grant (or the only one) also stops renewal and gives
 // the grant back to the service, only if it is still this grant there,
-// retrying within the grant's remaining validity.
+// retrying within the grant's remaining validity and one TTL more (while the
+// service cannot answer, for instance during an etcd election).
 //
 // It returns an error wrapping [ErrLost] whenever the lock was lost before
 // the first call: when the client knew it already, when the validity

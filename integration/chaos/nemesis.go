@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,6 +58,24 @@ var FullSchedule = []step{
 // PauseSchedule only pauses holders inside their transaction, between the
 // read and the write: the fault that loses updates without fencing.
 var PauseSchedule = []step{pauseHolder("read")}
+
+// Only keeps the steps of schedule whose fault kind is in kinds (comma-separated;
+// "" keeps all).
+func Only(schedule []step, kinds string) []step {
+	if kinds == "" {
+		return schedule
+	}
+	var out []step
+	for i, s := range schedule {
+		if strings.Contains(","+kinds+",", ","+fullKinds[i]+",") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fullKinds names the kind of each step of FullSchedule.
+var fullKinds = []string{PauseHolder, ProxyKill, PGRestart, LeaderKill, MemberStallLeader, PauseHolder, MemberStallFollower}
 
 // Run repeats schedule until the time is up (a fault started before then
 // completes) and returns the faults injected.

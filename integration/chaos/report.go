@@ -17,6 +17,9 @@ type Report struct {
 	// before the next fault; "none" is the gap before the first fault.
 	MaxGap map[string]time.Duration
 
+	// Gaps is the longest such gap after each fault, in order.
+	Gaps []time.Duration
+
 	// Holders paused past their TTL while holding, and those among them
 	// not told of the loss by both OnLost and Release's error.
 	Paused     int
@@ -50,14 +53,19 @@ func (r *Report) gaps(events []Event, faults []Fault, end time.Time) {
 	if len(grants) > 0 {
 		grants = append(grants, end) // a stall that lasted to the end counts
 	}
+	r.Gaps = make([]time.Duration, len(faults))
 	for i := 1; i < len(grants); i++ {
-		kind := "none"
-		for _, f := range faults {
+		kind, at := "none", -1
+		for j, f := range faults {
 			if f.Start.Before(grants[i]) {
-				kind = f.Kind
+				kind, at = f.Kind, j
 			}
 		}
-		r.MaxGap[kind] = max(r.MaxGap[kind], grants[i].Sub(grants[i-1]))
+		gap := grants[i].Sub(grants[i-1])
+		r.MaxGap[kind] = max(r.MaxGap[kind], gap)
+		if at >= 0 {
+			r.Gaps[at] = max(r.Gaps[at], gap)
+		}
 	}
 }
 
