@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz clean chaos
+.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz fuzz-diff clean chaos
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -56,3 +56,9 @@ fuzz:
 		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
 	done
+
+## fuzz-diff: the differential fuzz target against a real PostgreSQL for FUZZTIME:
+## random texts and settings through the proxy, compared with the server straight
+## (integration/fuzz_diff_test.go); one worker per core
+fuzz-diff:
+	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $(FUZZTIME) -timeout 0 ./integration/

@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // These tests try, as a hostile or merely unusual client would, to get a
@@ -320,4 +324,69 @@ func TestPlainSessionGetsNothingAdded(t *testing.T) {
 	if err := admin.QueryRow(t.Context(), "SELECT count(*) FROM fence.hwm").Scan(&calls); err != nil || calls != 0 {
 		t.Fatalf("marks %d (%v), want none", calls, err)
 	}
+}
+
+// TestDynamicSQLCannotLowerAMark: a superuser's DO block that builds the
+// table's name hides the write from any text filter; the store's own
+// triggers refuse it (55Z04), so the stale holder stays fenced off.
+func TestDynamicSQLCannotLowerAMark(t *testing.T) {
+	e := staleEnv(t)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+	for _, sql := range []string{
+		"DO $$BEGIN EXECUTE 'update fe' || 'nce.hwm set token = 1'; END$$",
+		"DO $$BEGIN EXECUTE 'delete from ' || chr(102) || 'ence.hwm'; END$$",
+		"DO $$BEGIN EXECUTE format('truncate %I.hwm', 'fe' || 'nce'); END$$",
+	} {
+		_, err := c.Exec(t.Context(), sql)
+		wantCode(t, err, "55Z04")
+	}
+	mustExec(t, c, "SET lock.fencing_token = 41")
+	mustExec(t, c, "SET lock.resource = 'acct/1'")
+	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestPlainPgbenchCountsNoChecks: pgbench, which never carries a token, gets
+// nothing added in any protocol mode, read-only or writing: the proxy's
+// fenceproxy_fence_checks_total stays 0 (DESIGN.md: unfenced traffic passes
+// through with nothing added). One fenced statement then counts, so the
+// counter is shown able to move.
+func TestPlainPgbenchCountsNoChecks(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	reg := prometheus.NewRegistry()
+	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Metrics: reg,
+		Fencing: &gate.Config{Analyzer: gate.NewAnalyzer(1024)}})
+	harness.Migrate(t, pg.DSN(pgcluster.Superuser, db))
+	pgbench(t, pg, proxy.Host, proxy.Port, db, "-i", "-q", "-s", "1")
+	for _, mode := range []string{"simple", "extended", "prepared"} {
+		for _, script := range []string{"select-only", "tpcb-like"} {
+			pgbench(t, pg, proxy.Host, proxy.Port, db, "-M", mode, "-b", script, "-c", "2", "-t", "50")
+		}
+	}
+	if n := counter(t, reg, "fenceproxy_fence_checks_total"); n != 0 {
+		t.Fatalf("plain pgbench: fenceproxy_fence_checks_total = %v, want 0", n)
+	}
+	c := connect(t, proxy.DSN(pgcluster.Superuser, "", db), pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, c, "/* fencing_token=5 resource=r */ UPDATE pgbench_branches SET bbalance = 0")
+	if n := counter(t, reg, "fenceproxy_fence_checks_total"); n != 1 {
+		t.Fatalf("after one fenced statement: fenceproxy_fence_checks_total = %v, want 1", n)
+	}
+}
+
+// counter returns the value of the counter named name in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }

@@ -52,24 +52,21 @@ func readMarks(ctx context.Context, q Querier, op, sql string, args ...any) ([]M
 }
 
 // Set makes token the mark of resource, whatever the mark was, and returns
-// the previous mark as the statement found it (0: there was none). It is an operator's repair, not part
-// of fencing: lowering a mark lets holders with lower tokens write again,
-// e.g. after etcd was restored without --bump-revision and mints tokens below
-// the marks. It must only be done when no old holder can still be running.
+// the previous mark as the statement found it (0: there was none). It is an
+// operator's repair, not part of fencing: lowering a mark lets holders with
+// lower tokens write again, e.g. after etcd was restored without
+// --bump-revision and mints tokens below the marks. It must only be done when
+// no old holder can still be running.
 //
-// Set writes fence.hwm directly, so it needs the owner's rights (the role
-// that ran Migrate). token must be positive and resource not empty.
+// Set calls fence.set_mark, the one way a mark may go down (the triggers on
+// fence.hwm refuse any other with CodeMarkLowered). Only the owner (the role
+// that ran Migrate) and superusers may execute it. token must be positive
+// and resource not empty.
 func Set(ctx context.Context, q Querier, resource string, token int64) (previous int64, err error) {
 	if resource == "" || token <= 0 {
 		return 0, &opError{op: "set", err: errors.New("need a resource and a positive token")}
 	}
-	// No FOR UPDATE in old: the upsert modifies the row in the same
-	// command, and a locking read of it would then skip it.
-	const sql = `WITH old AS (SELECT h.token FROM fence.hwm AS h WHERE h.resource = $1)
-INSERT INTO fence.hwm AS h (resource, token, updated_at) VALUES ($1, $2, pg_catalog.now())
-ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
-RETURNING COALESCE((SELECT old.token FROM old), 0)`
-	if err := q.QueryRow(ctx, sql, resource, token).Scan(&previous); err != nil {
+	if err := q.QueryRow(ctx, "SELECT fence.set_mark($1, $2)", resource, token).Scan(&previous); err != nil {
 		return 0, wrapErr("set "+resource, err)
 	}
 	return previous, nil

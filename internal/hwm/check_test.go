@@ -79,7 +79,7 @@ func TestCheck(t *testing.T) {
 		for _, proto := range []string{"extended", "simple"} {
 			t.Run(tt.name+"/"+proto, func(t *testing.T) {
 				ctx := t.Context()
-				if _, err := c.Exec(ctx, "RESET ALL; DELETE FROM fence.hwm"); err != nil {
+				if _, err := c.Exec(ctx, "RESET ALL; SET fence.allow_lowering = on; DELETE FROM fence.hwm; RESET fence.allow_lowering"); err != nil {
 					t.Fatal(err)
 				}
 				if tt.mark != 0 {
@@ -242,7 +242,7 @@ func TestCheckConcurrent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
 			ca, cb, super := db.super(t), db.super(t), db.super(t)
-			if _, err := super.Exec(ctx, "DELETE FROM fence.hwm"); err != nil {
+			if _, err := super.Exec(ctx, "SET fence.allow_lowering = on; DELETE FROM fence.hwm; RESET fence.allow_lowering"); err != nil {
 				t.Fatal(err)
 			}
 			if tt.before != 0 {

@@ -5,14 +5,16 @@ import (
 	"strconv"
 )
 
-// The SQLSTATEs of fencing errors. fence.check raises the first three itself;
-// CodeNotInstalled is what ClientError turns a missing or inaccessible store
-// into.
+// The SQLSTATEs of fencing errors. fence.check raises CodeStaleToken,
+// CodeTokenRequired and CodeInvalidToken; the triggers on fence.hwm raise
+// CodeMarkLowered; CodeNotInstalled is what ClientError turns a missing or
+// inaccessible store into.
 const (
 	CodeStaleToken    = "55Z01" // token below the resource's high-water mark
 	CodeTokenRequired = "55Z02" // protected resource written without a token
 	CodeNotInstalled  = "55Z03" // fence store not installed or not accessible
 	CodeInvalidToken  = "22023" // malformed token, or a token with no resource
+	CodeMarkLowered   = "55Z04" // a write that would lower a mark, outside fence.set_mark
 )
 
 // Sentinel errors, for errors.Is.

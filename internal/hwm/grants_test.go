@@ -57,6 +57,8 @@ func TestGrants(t *testing.T) {
 				"DROP PROCEDURE fence.check",
 				"ALTER TABLE fence.hwm ADD COLUMN x int",
 				"DROP SCHEMA fence CASCADE",
+				"SELECT fence.set_mark('r', 1)",
+				"ALTER TABLE fence.hwm DISABLE TRIGGER hwm_never_lower",
 			} {
 				_, err := app.Exec(ctx, stmt)
 				if code, _ := pgErr(t, err); code != "42501" {

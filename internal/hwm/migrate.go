@@ -9,7 +9,7 @@ import (
 
 // LatestVersion is the fence schema version this binary installs: the
 // version of the last entry of migrations (a test checks it).
-const LatestVersion = 1
+const LatestVersion = 2
 
 // advisoryLockKey serializes Migrate runs on one database
 // (pg_advisory_xact_lock; the bytes spell "fenceHWM").
@@ -54,10 +54,15 @@ func Migrate(ctx context.Context, q Querier) (MigrateResult, error) {
 		if err != nil {
 			return MigrateResult{}, err
 		}
-		if res.From < 0 {
+		// From is the version this run's first change started at; a
+		// concurrent run may have applied the earlier migrations.
+		if res.From < 0 && v < m.Version {
 			res.From = v
 		}
 		res.To = max(v, m.Version)
+	}
+	if res.From < 0 {
+		res.From = res.To
 	}
 	return res, nil
 }

@@ -1,5 +1,7 @@
 package hwm
 
+import "strings"
+
 // A migration brings the fence schema from Version-1 to Version. Its
 // statements run in order, in one transaction, after the advisory lock.
 // Migrations are never edited once released: an upgrade is a new entry.
@@ -43,7 +45,71 @@ var migrations = []migration{
 		`REVOKE ALL ON PROCEDURE ` + checkSignature + ` FROM PUBLIC`,
 		`GRANT EXECUTE ON PROCEDURE ` + checkSignature + ` TO PUBLIC`,
 	}},
+	{Version: 2, Name: "marks never go down except through fence.set_mark", Statements: []string{
+		`CREATE FUNCTION fence.refuse_lowering() RETURNS trigger
+		LANGUAGE plpgsql
+		SET search_path = pg_catalog, pg_temp
+		AS $refuse$` + refuseLoweringBody + `$refuse$`,
+		`CREATE TRIGGER hwm_never_lower BEFORE UPDATE OR DELETE ON fence.hwm
+			FOR EACH ROW EXECUTE FUNCTION fence.refuse_lowering()`,
+		`CREATE TRIGGER hwm_never_truncate BEFORE TRUNCATE ON fence.hwm
+			FOR EACH STATEMENT EXECUTE FUNCTION fence.refuse_lowering()`,
+		// ALWAYS: session_replication_role = replica does not switch them off.
+		`ALTER TABLE fence.hwm ENABLE ALWAYS TRIGGER hwm_never_lower`,
+		`ALTER TABLE fence.hwm ENABLE ALWAYS TRIGGER hwm_never_truncate`,
+		`CREATE FUNCTION fence.set_mark(p_resource text, p_token bigint) RETURNS bigint
+		LANGUAGE plpgsql
+		SET search_path = pg_catalog, pg_temp
+		SET ` + allowLoweringSetting + ` = 'on'
+		AS $set$` + setMarkBody + `$set$`,
+		strings.Replace(revokeStrangers, "'PROCEDURE '", "'ROUTINE '", 1),
+		`REVOKE ALL ON FUNCTION fence.refuse_lowering(), ` + setMarkSignature + ` FROM PUBLIC`,
+	}},
 }
+
+// allowLoweringSetting is the setting fence.refuse_lowering lets a mark go
+// down under. Only fence.set_mark sets it, for its own duration (a SET
+// clause of the function); whoever can write fence.hwm at all (its owner, a
+// superuser) could set it too, so it stops accidents and dynamic SQL that
+// builds the table's name, not a superuser who means it.
+const allowLoweringSetting = "fence.allow_lowering"
+
+// setMarkSignature names fence.set_mark with its argument types.
+const setMarkSignature = "fence.set_mark(text, bigint)"
+
+// refuseLoweringBody refuses, with CodeMarkLowered, any change to fence.hwm
+// that could lower a mark: an UPDATE to a lower token or another resource,
+// a DELETE, a TRUNCATE. A rising token (fence.check) passes.
+const refuseLoweringBody = `
+BEGIN
+	IF pg_catalog.current_setting('` + allowLoweringSetting + `', true) IS NOT DISTINCT FROM 'on' THEN
+		RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+	END IF;
+	IF TG_OP = 'UPDATE' THEN
+		IF NEW.resource = OLD.resource AND NEW.token >= OLD.token THEN
+			RETURN NEW;
+		END IF;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '` + CodeMarkLowered + `',
+		MESSAGE = pg_catalog.format('%s on fence.hwm refused: a high-water mark never goes down except through fence.set_mark (fenceproxy hwm set)', TG_OP);
+END
+`
+
+// setMarkBody makes p_token the mark of p_resource, whatever it was, and
+// returns the previous mark (0: none). No FOR UPDATE in old: the upsert
+// modifies the row in the same command, and a locking read of it would then
+// skip it.
+const setMarkBody = `
+DECLARE
+	v_previous bigint;
+BEGIN
+	WITH old AS (SELECT h.token FROM fence.hwm AS h WHERE h.resource = p_resource)
+	INSERT INTO fence.hwm AS h (resource, token, updated_at) VALUES (p_resource, p_token, pg_catalog.now())
+	ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = excluded.updated_at
+	RETURNING COALESCE((SELECT old.token FROM old), 0) INTO v_previous;
+	RETURN v_previous;
+END
+`
 
 // checkSignature names the procedure with its argument types.
 const checkSignature = "fence.check(text, text, text, text, boolean, boolean)"

@@ -62,6 +62,9 @@ func Status(ctx context.Context, q Querier) (State, error) {
 	case st.version == LatestVersion && st.procBody != checkBodyV1:
 		add("procedure fence.check differs from version %d's: run fenceproxy migrate on a fresh schema or restore it", st.version)
 	}
+	if st.version >= 2 && !st.guarded {
+		add("fence.hwm lacks its triggers hwm_never_lower and hwm_never_truncate (enabled ALWAYS, calling version 2's fence.refuse_lowering): marks could be lowered")
+	}
 	if st.proc && !st.canExecute {
 		add("role %s may not execute fence.check", st.user)
 	}
@@ -86,6 +89,7 @@ type rawState struct {
 	canExecute bool   // … which may execute fence.check
 	writers    string // non-owner roles with more than SELECT on fence.hwm
 	creators   string // non-owner roles with CREATE on schema fence
+	guarded    bool   // fence.hwm's two triggers, enabled ALWAYS, call fence.refuse_lowering as installed
 }
 
 const stateQuery = `SELECT
@@ -104,7 +108,11 @@ const stateQuery = `SELECT
 	COALESCE((SELECT pg_catalog.string_agg(g.who, ', ' ORDER BY g.who) FROM (
 		SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::text END AS who
 		FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
-		WHERE n.nspname = 'fence' AND a.grantee <> n.nspowner AND a.privilege_type = 'CREATE') AS g), '')
+		WHERE n.nspname = 'fence' AND a.grantee <> n.nspowner AND a.privilege_type = 'CREATE') AS g), ''),
+	(SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger AS t JOIN pg_catalog.pg_proc AS f ON f.oid = t.tgfoid
+		WHERE t.tgrelid = pg_catalog.to_regclass('fence.hwm') AND t.tgenabled = 'A'
+		AND t.tgname IN ('hwm_never_lower', 'hwm_never_truncate')
+		AND f.oid = pg_catalog.to_regprocedure('fence.refuse_lowering()') AND f.prosrc = $1) = 2
 FROM (SELECT) AS one
 LEFT JOIN pg_catalog.pg_proc AS p ON p.oid = pg_catalog.to_regprocedure('fence.check(text, text, text, text, boolean, boolean)')`
 
@@ -112,8 +120,8 @@ LEFT JOIN pg_catalog.pg_proc AS p ON p.oid = pg_catalog.to_regprocedure('fence.c
 func readState(ctx context.Context, q Querier, op string) (rawState, error) {
 	var st rawState
 	var hasVersions bool
-	err := q.QueryRow(ctx, stateQuery).Scan(&st.schema, &hasVersions, &st.table, &st.proc,
-		&st.procSafe, &st.procBody, &st.user, &st.canExecute, &st.writers, &st.creators)
+	err := q.QueryRow(ctx, stateQuery, refuseLoweringBody).Scan(&st.schema, &hasVersions, &st.table, &st.proc,
+		&st.procSafe, &st.procBody, &st.user, &st.canExecute, &st.writers, &st.creators, &st.guarded)
 	if err != nil {
 		// E.g. 42501 when the role lacks USAGE on schema fence: to_regclass
 		// checks it even though it is told not to fail on missing names.

@@ -1,0 +1,98 @@
+package hwm_test
+
+import (
+	"testing"
+
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+)
+
+// TestMarksNeverGoDown checks that the store itself refuses every write that
+// would lower a mark, even by its owner or a superuser and even built by
+// dynamic SQL that no text filter can read, except through fence.set_mark
+// (hwm.Set), the operator's deliberate repair.
+func TestMarksNeverGoDown(t *testing.T) {
+	db := newStore(t)
+	c := db.super(t)
+	ctx := t.Context()
+	setMark(t, c, "r", 100)
+	setMark(t, c, "other", 5)
+
+	for _, stmt := range []string{
+		"UPDATE fence.hwm SET token = 50 WHERE resource = 'r'",
+		"UPDATE fence.hwm SET resource = 'moved' WHERE resource = 'r'",
+		"DELETE FROM fence.hwm WHERE resource = 'r'",
+		"TRUNCATE fence.hwm",
+		"WITH d AS (DELETE FROM fence.hwm RETURNING *) SELECT count(*) FROM d",
+		"INSERT INTO fence.hwm VALUES ('r', 1, now()) ON CONFLICT (resource) DO UPDATE SET token = excluded.token",
+		// Dynamic SQL that builds the table's name: class 9 of the fail-closed issue.
+		"DO $$BEGIN EXECUTE 'update fe' || 'nce.hwm set token = 1'; END$$",
+		// Triggers enabled ALWAYS fire under replication too.
+		"SET session_replication_role = replica; UPDATE fence.hwm SET token = 1",
+		// set_mark's setting ends with the call: a later write in the same transaction is refused.
+		"BEGIN; SELECT fence.set_mark('other', 6); UPDATE fence.hwm SET token = 1 WHERE resource = 'r'",
+	} {
+		_, err := c.Exec(ctx, stmt)
+		if code, _ := pgErr(t, err); code != hwm.CodeMarkLowered {
+			t.Errorf("%s: err %v, want %s", stmt, err, hwm.CodeMarkLowered)
+		}
+		if _, err := c.Exec(ctx, "ROLLBACK; RESET ALL"); err != nil {
+			t.Fatal(err)
+		}
+		if got := mark(t, c, "r"); got != 100 {
+			t.Fatalf("after %s: mark %d, want 100", stmt, got)
+		}
+	}
+
+	// Rising marks and harmless updates pass.
+	for _, stmt := range []string{
+		"UPDATE fence.hwm SET token = 101 WHERE resource = 'r'",
+		"UPDATE fence.hwm SET updated_at = now() WHERE resource = 'r'",
+		"INSERT INTO fence.hwm VALUES ('new', 3, now())",
+	} {
+		if _, err := c.Exec(ctx, stmt); err != nil {
+			t.Errorf("%s: %v", stmt, err)
+		}
+	}
+	if err := call(ctx, c, hwm.CheckArgs{Token: "102", Resource: "r", Advance: true}); err != nil {
+		t.Errorf("fence.check advancing: %v", err)
+	}
+
+	// The deliberate repair lowers it.
+	if prev, err := hwm.Set(ctx, session{c}, "r", 7); err != nil || prev != 102 {
+		t.Fatalf("Set = %d, %v; want previous 102", prev, err)
+	}
+	if got := mark(t, c, "r"); got != 7 {
+		t.Errorf("after Set: mark %d, want 7", got)
+	}
+}
+
+// TestUpgradeFromVersion1 takes a store back to version 1 and lets Migrate
+// upgrade it: the triggers arrive and marks stay.
+func TestUpgradeFromVersion1(t *testing.T) {
+	db := newStore(t)
+	c := db.super(t)
+	ctx := t.Context()
+	setMark(t, c, "r", 100)
+	if _, err := c.Exec(ctx, `DROP FUNCTION fence.refuse_lowering() CASCADE; DROP FUNCTION fence.set_mark(text, bigint);
+		DELETE FROM fence.schema_version WHERE version = 2`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := hwm.Status(ctx, session{c})
+	if err != nil || st.OK() || st.Version != 1 {
+		t.Fatalf("version 1 store: %v, %v", st, err)
+	}
+	res, err := hwm.Migrate(ctx, session{c})
+	if err != nil || res.String() != "upgraded fence schema from version 1 to 2" {
+		t.Fatalf("Migrate = %v, %v", res, err)
+	}
+	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+		t.Fatalf("after upgrade: %v, %v", st, err)
+	}
+	if got := mark(t, c, "r"); got != 100 {
+		t.Errorf("mark after upgrade %d, want 100", got)
+	}
+	_, err = c.Exec(ctx, "DELETE FROM fence.hwm")
+	if code, _ := pgErr(t, err); code != hwm.CodeMarkLowered {
+		t.Errorf("DELETE after upgrade: %v", err)
+	}
+}
