@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz fuzz-diff clean
+.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz fuzz-diff clean chaos
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -23,6 +23,15 @@ bench:
 
 clean:
 	rm -rf bin
+
+## chaos: the fault suite (integration/chaos) for CHAOS_DURATION (default 5m) with
+## the hand-off targets enforced, then 10 lock-run takeovers that must exit 76.
+## make test runs a 45 s round of it with correctness checks only.
+CHAOS_DURATION ?= 5m
+chaos:
+	FENCEPROXY_CHAOS_DURATION=$(CHAOS_DURATION) FENCEPROXY_CHAOS_STRICT=1 \
+		$(GO) test -count=1 -v -timeout 60m -run '^TestChaos$$' ./integration/chaos/
+	FENCEPROXY_TAKEOVER_ROUNDS=5 $(GO) test -count=1 -v -timeout 10m -run '^TestLockRunTakeoverExits76$$' ./integration/
 
 ## bench-pgbench: pgbench select-only -c 16, direct vs through the proxy, same run
 bench-pgbench:

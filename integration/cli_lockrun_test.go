@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,19 +82,29 @@ func TestLockRunEnvironmentAndStatus(t *testing.T) {
 func TestLockRunNotAcquired(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 	ep := "--etcd=" + strings.Join(etcd.Endpoints(), ",")
-	holder := exec.Command(harness.Binary(t), "lock", "run", ep, "--ttl=2s", "busy", "--", "sleep", "30")
+	// A name with a slash: its etcd key is escaped, and the holder must
+	// still be found (lock run once re-derived the key without escaping).
+	holder := exec.Command(harness.Binary(t), "lock", "run", ep, "--ttl=2s", "jobs/busy", "--", "sh", "-c", "echo token=$FENCING_TOKEN; sleep 30")
+	holderOut, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	waitForKey(t, etcd, "/fenceproxy/locks/busy/")
+	var token int64
+	if _, err := fmt.Fscanf(holderOut, "token=%d\n", &token); err != nil {
+		t.Fatalf("holder's token: %v", err)
+	}
 	start := time.Now()
-	out, code := lockRun(t, nil, ep, "--ttl=2s", "--wait=1s", "busy", "--", "true")
+	out, code := lockRun(t, nil, ep, "--ttl=2s", "--wait=1s", "jobs/busy", "--", "true")
 	if code != 75 {
 		t.Fatalf("exit %d, want 75\n%s", code, out)
 	}
-	if !strings.Contains(out, `lock "busy" not acquired within 1s`) || !strings.Contains(out, "held by lease") {
-		t.Errorf("message %q does not name the lock and its holder", out)
+	want := fmt.Sprintf("with fencing token %d", token)
+	if !strings.Contains(out, `lock "jobs/busy" not acquired within 1s`) || !strings.Contains(out, "held by lease") || !strings.Contains(out, want) {
+		t.Errorf("message %q does not name the lock and its holder (%s)", out, want)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %v with --wait=1s", d)
@@ -254,3 +265,69 @@ func TestLockRunPsqlThroughProxy(t *testing.T) {
 
 // second is the mark of accounts/1, a token minted before the ticks run.
 func second(t *testing.T, e *env) int64 { return e.mark(t, "accounts/1") }
+
+// TestLockRunTakeoverExits76: lock run is stopped (SIGSTOP) past its TTL,
+// another lock run takes the lock over, and the first resumes. Whether its
+// child is still running or exited while it was stopped, it exits 76: the
+// child's work may have been refused or overtaken. It once passed the
+// child's status through when the child exited first.
+//
+// FENCEPROXY_TAKEOVER_ROUNDS sets the rounds per case (default 2; make chaos
+// runs 5 of each).
+func TestLockRunTakeoverExits76(t *testing.T) {
+	rounds := 2
+	if v := os.Getenv("FENCEPROXY_TAKEOVER_ROUNDS"); v != "" {
+		var err error
+		if rounds, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("FENCEPROXY_TAKEOVER_ROUNDS=%q: %v", v, err)
+		}
+	}
+	etcd := harness.StartEtcd(t)
+	ep := "--etcd=" + strings.Join(etcd.Endpoints(), ",")
+	children := map[string]string{
+		"child exits while stopped": "sleep 1; exit 0",
+		"child still running":       "trap 'exit 0' TERM; while :; do sleep 0.1; done",
+	}
+	for name, script := range children {
+		t.Run(name, func(t *testing.T) {
+			for round := range rounds {
+				takeover(t, ep, "jobs/takeover", script, round)
+			}
+			t.Logf("%d takeovers, each exited 76", rounds)
+		})
+	}
+}
+
+// takeover plays one round of TestLockRunTakeoverExits76.
+func takeover(t *testing.T, ep, lock, script string, round int) {
+	t.Helper()
+	a := exec.Command(harness.Binary(t), "lock", "run", ep, "--ttl=2s", "--kill-after=2s", lock, "--", "sh", "-c", "echo held; "+script)
+	var out syncBuffer
+	a.Stderr = &out
+	stdout, err := a.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Process.Kill(); a.Wait() })
+	var line string
+	if _, err := fmt.Fscanln(stdout, &line); err != nil || line != "held" {
+		t.Fatalf("round %d: first lock run did not start its child: %v %q", round, err, out.String())
+	}
+	go io.Copy(io.Discard, stdout)
+	a.Process.Signal(syscall.SIGSTOP)
+	// The second lock run gets the lock once the first one's lease expires.
+	if bOut, code := lockRun(t, nil, ep, "--ttl=2s", "--wait=60s", lock, "--", "true"); code != 0 {
+		a.Process.Signal(syscall.SIGCONT)
+		t.Fatalf("round %d: takeover lock run exit %d\n%s", round, code, bOut)
+	}
+	a.Process.Signal(syscall.SIGCONT)
+	if code := exitStatus(t, a.Wait()); code != 76 {
+		t.Fatalf("round %d: lock run whose lock was taken over exited %d, want 76\n%s", round, code, out.String())
+	}
+	if !strings.Contains(out.String(), "lost") {
+		t.Errorf("round %d: no loss message:\n%s", round, out.String())
+	}
+}

@@ -54,6 +54,17 @@ func newLockClient(t *testing.T, e *harness.Etcd, opts ...lockclient.Option) loc
 	return lockClient{Client: c, backend: b, etcd: cli}
 }
 
+// sharedBackendClient is another lockclient.Client on b.
+func sharedBackendClient(t *testing.T, b *etcdlock.Backend) *lockclient.Client {
+	t.Helper()
+	c, err := lockclient.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
 // queueKeys returns the keys queued for name, oldest first.
 func queueKeys(t *testing.T, cli *clientv3.Client, name string) []*mvccpb.KeyValue {
 	t.Helper()
@@ -188,8 +199,11 @@ func TestEtcdOneWakeupPerRelease(t *testing.T) {
 	tokens := make(chan int64, waiters)
 	var wg sync.WaitGroup
 	for range waiters {
+		// A client holds a name at most once: each waiter has its own,
+		// all on the same backend and etcd connection.
+		wc := sharedBackendClient(t, c.backend)
 		wg.Go(func() {
-			h, err := c.Acquire(t.Context(), "herd", lockclient.WithTTL(10*time.Second), lockclient.WithWait(time.Minute))
+			h, err := wc.Acquire(t.Context(), "herd", lockclient.WithTTL(10*time.Second), lockclient.WithWait(time.Minute))
 			if err != nil {
 				t.Error(err)
 				return
@@ -330,8 +344,9 @@ func TestEtcdWaiterLeaseRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
+	waiter := sharedBackendClient(t, c.backend)
 	go func() {
-		_, err := c.Acquire(t.Context(), "w", lockclient.WithTTL(5*time.Second), lockclient.WithWait(time.Minute))
+		_, err := waiter.Acquire(t.Context(), "w", lockclient.WithTTL(5*time.Second), lockclient.WithWait(time.Minute))
 		errc <- err
 	}()
 	waitForWatching(t, c.backend, 1)
@@ -352,8 +367,9 @@ func TestEtcdWaiterGivesUp(t *testing.T) {
 	if _, err := c.Acquire(t.Context(), "g", lockclient.WithTTL(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	waiter := sharedBackendClient(t, c.backend)
 	start := time.Now()
-	_, err := c.Acquire(t.Context(), "g", lockclient.WithTTL(5*time.Second), lockclient.WithWait(300*time.Millisecond))
+	_, err := waiter.Acquire(t.Context(), "g", lockclient.WithTTL(5*time.Second), lockclient.WithWait(300*time.Millisecond))
 	if !errors.Is(err, lockclient.ErrNotAcquired) {
 		t.Fatalf("Acquire = %v, want ErrNotAcquired", err)
 	}
@@ -363,7 +379,7 @@ func TestEtcdWaiterGivesUp(t *testing.T) {
 	if n := keyCount(t, c.etcd, "g"); n != 1 {
 		t.Fatalf("%d keys queued after giving up, want only the holder's", n)
 	}
-	if _, err := c.TryAcquire(t.Context(), "g", lockclient.WithTTL(5*time.Second)); !errors.Is(err, lockclient.ErrNotAcquired) {
+	if _, err := waiter.TryAcquire(t.Context(), "g", lockclient.WithTTL(5*time.Second)); !errors.Is(err, lockclient.ErrNotAcquired) {
 		t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
 	}
 	if n := keyCount(t, c.etcd, "g"); n != 1 {

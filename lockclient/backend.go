@@ -2,6 +2,7 @@ package lockclient
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -26,6 +27,28 @@ type Backend interface {
 	// [ErrLost] when its own queue entry vanished while it waited. Any other
 	// error is a transport error.
 	Acquire(ctx context.Context, req Request) (Grant, error)
+
+	// Holder reports the current holder of name, as the service sees it
+	// now; ok is false when nobody holds it. It is a read: it takes no
+	// place in the queue.
+	Holder(ctx context.Context, name string) (h Holder, ok bool, err error)
+}
+
+// Holder describes the holder of a lock, as the service reports it. It is a
+// snapshot: the holder may have changed by the time it is read.
+type Holder struct {
+	FencingToken   int64  // the holder's fencing token
+	OwnershipToken string // the holder's random ownership token
+	Lease          string // the backend's name of the holder's lease, e.g. an etcd lease ID in hex; may be ""
+}
+
+// String describes h for messages: its token and, when known, its lease.
+func (h Holder) String() string {
+	s := fmt.Sprintf("fencing token %d", h.FencingToken)
+	if h.Lease != "" {
+		s = "lease " + h.Lease + " with " + s
+	}
+	return s
 }
 
 // Request is what [Client] asks a [Backend] for.
@@ -70,7 +93,14 @@ type Lease interface {
 
 	// Release gives the grant up if, and only if, it is still this grant
 	// on the service (never a later grant of the same name), and frees the
-	// backend's resources for it. Retrying after an error is safe.
+	// backend's resources for it. It returns an error wrapping [ErrLost]
+	// when the grant was already gone on the service (expired, revoked,
+	// taken over), so that a release never passes a loss off as a clean
+	// release. Retrying after an error is safe: a grant that an earlier,
+	// unanswered attempt may have deleted is not reported lost. ctx's
+	// deadline is one TTL past the end of the grant's validity; a backend
+	// should retry failed attempts (on another server, if it has several)
+	// until then.
 	Release(ctx context.Context) error
 
 	// Lost is closed when the backend learns, without being asked, that

@@ -70,17 +70,25 @@ func New(b Backend, opts ...Option) (*Client, error) {
 // both cases the caller's place in the queue is given up. It returns an error
 // wrapping [ErrLost] if the caller's queue entry vanished while it waited, or
 // if the grant arrived with too little validity left to be used; one
-// wrapping [ErrClosed] once Close has been called; and one wrapping
-// [ErrInvalidOption] for an empty name or an invalid option, before anything
-// is sent. Other errors are the backend's transport errors. Acquire is safe
-// for concurrent use.
+// wrapping [ErrAlreadyHeld], at once, when this client already holds name
+// through a handle not acquired with [WithReentrant] (or the acquire is not
+// reentrant); one wrapping [ErrClosed] once Close has been called; and one
+// wrapping [ErrInvalidOption] for an empty name or an invalid option, before
+// anything is sent. Other errors are the backend's transport errors. When the
+// budget runs out the error is a [*NotAcquiredError] naming the holder.
+//
+// ctx bounds the acquisition only: the returned handle, its renewal and its
+// [Handle.Context] outlive it, so that a request-scoped ctx does not end a
+// lock taken for longer work. Acquire is safe for concurrent use.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Handle, error) {
 	return c.acquire(ctx, name, true, opts)
 }
 
 // TryAcquire is [Client.Acquire] without waiting: when another holder has the
-// lock it returns an error wrapping [ErrNotAcquired] after one exchange with
-// the service. A [WithWait] option is ignored. TryAcquire is safe for
+// lock it returns a [*NotAcquiredError] (wrapping [ErrNotAcquired]) after one
+// exchange with the service. A [WithWait] option with a positive budget is an
+// error wrapping [ErrInvalidOption]: TryAcquire never waits, and silently
+// ignoring a budget would hide a caller's mistake. TryAcquire is safe for
 // concurrent use.
 func (c *Client) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Handle, error) {
 	return c.acquire(ctx, name, false, opts)
@@ -106,6 +114,9 @@ func (c *Client) acquireConfig(name string, wait bool, opts []AcquireOption) (ac
 		if err := o(&cfg); err != nil {
 			return cfg, err
 		}
+	}
+	if !wait && cfg.wait > 0 && cfg.waitSet {
+		return cfg, fmt.Errorf("%w: TryAcquire does not wait; WithWait(%v) is for Acquire", ErrInvalidOption, cfg.wait)
 	}
 	if !wait {
 		cfg.wait = 0
@@ -138,12 +149,12 @@ func (c *Client) acquireGrant(ctx context.Context, name string, cfg acquireConfi
 		actx, cancelWait = context.WithTimeoutCause(actx, cfg.wait, errWaitBudget)
 		defer cancelWait()
 	}
-	if c.isClosed() {
-		return nil, fmt.Errorf("acquire %q: %w", name, ErrClosed)
+	if err := c.canAcquire(name); err != nil {
+		return nil, err
 	}
 	g, err := c.backend.Acquire(actx, Request{Name: name, TTL: cfg.ttl, Wait: cfg.wait > 0})
 	if err != nil {
-		return nil, acquireError(name, cfg, actx, err)
+		return nil, c.acquireError(name, cfg, actx, err)
 	}
 	st, err := c.newGrantState(name, g)
 	if err != nil {
@@ -167,17 +178,67 @@ func (c *Client) acquireGrant(ctx context.Context, name string, cfg acquireConfi
 	return h, nil
 }
 
+// canAcquire refuses an acquire on a closed client, or of a name this client
+// holds: queueing behind itself could only end with the wait budget.
+func (c *Client) canAcquire(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("acquire %q: %w", name, ErrClosed)
+	}
+	for st := range c.live {
+		if st.name == name {
+			return fmt.Errorf("acquire %q: %w (fencing token %d); use WithReentrant to share it", name, ErrAlreadyHeld, st.grant.FencingToken)
+		}
+	}
+	return nil
+}
+
 // acquireError maps a backend error to what Acquire promises its caller.
-func acquireError(name string, cfg acquireConfig, actx context.Context, err error) error {
-	if !errors.Is(err, ErrNotAcquired) && actx.Err() != nil {
+func (c *Client) acquireError(name string, cfg acquireConfig, actx context.Context, err error) error {
+	if errors.Is(err, ErrNotAcquired) {
+		return c.notAcquired(name, 0)
+	}
+	if actx.Err() != nil {
 		switch cause := context.Cause(actx); cause {
 		case errWaitBudget:
-			return fmt.Errorf("acquire %q: wait budget of %v spent: %w", name, cfg.wait, ErrNotAcquired)
+			return c.notAcquired(name, cfg.wait)
 		case ErrClosed:
 			return fmt.Errorf("acquire %q: %w", name, ErrClosed)
 		}
 	}
 	return fmt.Errorf("acquire %q: %w", name, err)
+}
+
+// holderLookupTimeout bounds the read naming the holder in a NotAcquiredError.
+const holderLookupTimeout = 2 * time.Second
+
+// notAcquired builds the error of an acquire that gave up, asking the
+// service who holds the lock.
+func (c *Client) notAcquired(name string, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(c.ctx, holderLookupTimeout)
+	defer cancel()
+	h, ok, err := c.backend.Holder(ctx, name)
+	return &NotAcquiredError{Name: name, Wait: wait, Holder: h, HolderKnown: ok && err == nil}
+}
+
+// Holder reports who holds name now, as the service sees it; ok is false
+// when nobody does. It takes no place in the queue. It returns an error
+// wrapping [ErrInvalidOption] for an empty name, one wrapping [ErrClosed]
+// after Close, and otherwise the backend's transport error. Safe for
+// concurrent use.
+func (c *Client) Holder(ctx context.Context, name string) (h Holder, ok bool, err error) {
+	if name == "" {
+		return Holder{}, false, fmt.Errorf("%w: empty lock name", ErrInvalidOption)
+	}
+	if c.isClosed() {
+		return Holder{}, false, fmt.Errorf("holder %q: %w", name, ErrClosed)
+	}
+	h, ok, err = c.backend.Holder(ctx, name)
+	if err != nil {
+		return Holder{}, false, fmt.Errorf("holder %q: %w", name, err)
+	}
+	return h, ok, nil
 }
 
 // dropGrant gives back a grant the client will not use, bounded by its TTL
@@ -188,7 +249,7 @@ func (c *Client) dropGrant(g Grant) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(g.TTL, time.Second))
 	defer cancel()
-	if err := g.Lease.Release(ctx); err != nil {
+	if err := g.Lease.Release(ctx); err != nil && !errors.Is(err, ErrLost) {
 		c.log.Warn("lockclient: giving back an unused grant failed; it will expire", "err", err)
 	}
 }
@@ -209,6 +270,15 @@ func (c *Client) acquireReentrant(ctx context.Context, name string, cfg acquireC
 		}
 		re := c.reentrant[name]
 		if re == nil {
+			c.mu.Unlock()
+			if err := c.canAcquire(name); err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			if c.reentrant[name] != nil {
+				c.mu.Unlock()
+				continue // another reentrant acquire got there first
+			}
 			re = &reentry{ready: make(chan struct{})}
 			c.reentrant[name] = re
 			c.mu.Unlock()
@@ -232,12 +302,12 @@ func (c *Client) acquireReentrant(ctx context.Context, name string, cfg acquireC
 		if cfg.wait == 0 {
 			// TryAcquire does not wait, not even for this client's own
 			// acquire in flight.
-			return nil, fmt.Errorf("acquire %q: this client's acquire of it is in flight: %w", name, ErrNotAcquired)
+			return nil, &NotAcquiredError{Name: name}
 		}
 		select {
 		case <-re.ready:
 		case <-ctx.Done():
-			return nil, acquireError(name, cfg, ctx, ctx.Err())
+			return nil, c.acquireError(name, cfg, ctx, ctx.Err())
 		}
 	}
 }
@@ -267,9 +337,11 @@ func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
 	var states []*grantState
+	var deadlines []time.Time
 	for st := range c.live {
 		st.mu.Lock()
 		st.phase = phaseReleased
+		deadlines = append(deadlines, st.deadline)
 		st.deadline = time.Time{}
 		for _, h := range st.handles {
 			h.released = true
@@ -286,8 +358,8 @@ func (c *Client) Close(ctx context.Context) error {
 
 	c.cancel(ErrClosed)
 	var errs []error
-	for _, st := range states {
-		errs = append(errs, st.release(ctx, ErrClosed))
+	for i, st := range states {
+		errs = append(errs, st.release(ctx, deadlines[i], ErrClosed))
 	}
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()

@@ -319,11 +319,15 @@ func TestWaitBudgetHonoured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := memlock.NewServer()
 		c := newClient(t, srv.Connect())
-		mustAcquire(t, c, "x")
+		holder := mustAcquire(t, newClient(t, srv.Connect()), "x")
 		start := time.Now()
 		_, err := c.Acquire(t.Context(), "x", lockclient.WithTTL(ttl), lockclient.WithWait(2*time.Second))
-		if !errors.Is(err, lockclient.ErrNotAcquired) {
-			t.Fatalf("Acquire on a held lock = %v, want ErrNotAcquired", err)
+		var nae *lockclient.NotAcquiredError
+		if !errors.Is(err, lockclient.ErrNotAcquired) || !errors.As(err, &nae) {
+			t.Fatalf("Acquire on a held lock = %v, want a NotAcquiredError", err)
+		}
+		if !nae.HolderKnown || nae.Holder.FencingToken != holder.FencingToken() || nae.Wait != 2*time.Second {
+			t.Fatalf("NotAcquiredError %+v does not name the holder (token %d) and the budget", nae, holder.FencingToken())
 		}
 		if waited := time.Since(start); waited != 2*time.Second {
 			t.Fatalf("gave up after %v, want the 2s budget", waited)
@@ -338,7 +342,7 @@ func TestWaitBoundedByContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := memlock.NewServer()
 		c := newClient(t, srv.Connect())
-		mustAcquire(t, c, "x")
+		mustAcquire(t, newClient(t, srv.Connect()), "x")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		_, err := c.Acquire(ctx, "x", lockclient.WithTTL(ttl), lockclient.WithWait(time.Minute))
@@ -355,11 +359,12 @@ func TestTryAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := memlock.NewServer()
 		c := newClient(t, srv.Connect())
-		h := mustAcquire(t, c, "x")
+		h := mustAcquire(t, newClient(t, srv.Connect()), "x")
 		start := time.Now()
-		_, err := c.TryAcquire(t.Context(), "x", lockclient.WithWait(time.Minute))
-		if !errors.Is(err, lockclient.ErrNotAcquired) {
-			t.Fatalf("TryAcquire on a held lock = %v, want ErrNotAcquired", err)
+		_, err := c.TryAcquire(t.Context(), "x")
+		var nae *lockclient.NotAcquiredError
+		if !errors.As(err, &nae) || nae.Holder.FencingToken != h.FencingToken() || nae.Wait != 0 {
+			t.Fatalf("TryAcquire on a held lock = %v, want a NotAcquiredError naming token %d", err, h.FencingToken())
 		}
 		if time.Since(start) != 0 || srv.Waiters("x") != 0 {
 			t.Fatal("TryAcquire waited or queued")
@@ -386,8 +391,10 @@ func TestFIFOHandoffWakesOne(t *testing.T) {
 		got := make(chan int, waiters)
 		handles := make([]*lockclient.Handle, waiters)
 		for i := range waiters {
+			// A client holds a name at most once: contenders have their own.
+			wc := newClient(t, srv.Connect())
 			go func() {
-				h, err := c.Acquire(context.Background(), "x", lockclient.WithTTL(ttl))
+				h, err := wc.Acquire(context.Background(), "x", lockclient.WithTTL(ttl))
 				if err != nil {
 					t.Errorf("waiter %d: %v", i, err)
 					return
@@ -661,7 +668,8 @@ func TestClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		var rec lostRecorder
-		h := mustAcquire(t, c, "x", lockclient.WithOnLost(rec.onLost))
+		h := mustAcquire(t, c, "y", lockclient.WithOnLost(rec.onLost))
+		mustAcquire(t, newClient(t, srv.Connect()), "x")
 		waitErr := make(chan error, 1)
 		go func() {
 			_, err := c.Acquire(context.Background(), "x")
@@ -680,7 +688,7 @@ func TestClose(t *testing.T) {
 		if err := h.Release(t.Context()); err != nil {
 			t.Fatalf("Release after Close = %v", err)
 		}
-		if _, ok := srv.Holder("x"); ok || srv.Waiters("x") != 0 {
+		if _, ok := srv.Holder("y"); ok || srv.Waiters("x") != 0 {
 			t.Fatal("Close left the grant or the waiter on the service")
 		}
 		if _, err := c.Acquire(t.Context(), "x"); !errors.Is(err, lockclient.ErrClosed) {

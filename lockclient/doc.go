@@ -45,6 +45,20 @@
 // TTL the backend cannot honour exactly (etcd: not whole seconds, or below
 // 2 s) is an error.
 //
+// # Loss is always reported
+//
+// A loss is found by whichever sees it first: the renewer (a rejected
+// renewal, the transport-error budget, the deadline too close, the backend
+// noticing the grant gone), or [Handle.Release], which judges by the
+// monotonic clock as well (a holder paused past its deadline may resume and
+// release before its renewer runs) and by the service's answer to the
+// compare-and-delete (a key already gone was lost, not released). Either way
+// Release returns an error wrapping [ErrLost] and the OnLost callbacks run.
+// A release is retried within the remaining validity and one TTL more, on
+// another server if the backend has several, so that the next holder is not
+// left waiting for the TTL after a server dies (a new etcd leader extends
+// every lease as it takes over).
+//
 // # Waiting
 //
 // Waiting is FIFO and bounded by the call's context and a wait budget
@@ -55,21 +69,28 @@
 //
 // # Concurrency
 //
-// [Client] is safe for concurrent use. A [Handle] has one logical owner; its
+// [Client] is safe for concurrent use, and holds a name at most once:
+// goroutines that must exclude each other use a Client each (Clients may share
+// a Backend). A [Handle] has one logical owner; its
 // accessors are safe from any goroutine, and Release is idempotent. Each
 // grant has one renewal goroutine, started by Acquire and stopped by the
 // final Release, a loss, or [Client.Close], which waits for all of them.
-// OnLost callbacks ([WithOnLost]) run on that goroutine, once per handle,
-// after the handle's Context is cancelled. Reentrant acquires
+// OnLost callbacks ([WithOnLost]) run once per handle, after the handle's
+// Context is cancelled: on that goroutine, or in the Release that found the
+// loss. [Handle.Context] is not derived from Acquire's ctx, which bounds the
+// acquisition only. Reentrant acquires
 // ([WithReentrant]) share one grant by reference count within one Client;
 // a loss reaches all of them.
 //
 // # Errors
 //
 // Sentinels, for [errors.Is]: [ErrNotAcquired] (the wait budget ran out, or
-// TryAcquire found the lock held), [ErrClosed], [ErrLost] and
+// TryAcquire found the lock held; the error is a [*NotAcquiredError] naming
+// the holder), [ErrAlreadyHeld] (this client holds the name already, and the
+// acquire is not reentrant: it fails at once), [ErrClosed], [ErrLost] and
 // [ErrInvalidOption]. Other errors from Acquire are the backend's transport
 // errors or the context's error, wrapped with the lock name.
+// [Client.Holder] asks who holds a lock without queueing.
 //
 // # Logs and metrics
 //

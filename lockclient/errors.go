@@ -1,13 +1,25 @@
 package lockclient
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Sentinel errors. Test for them with [errors.Is]; the errors returned by this
 // package wrap them with the lock name and the reason.
 var (
 	// ErrNotAcquired means the lock was held by someone else for the whole
-	// wait budget (or at the single attempt of [Client.TryAcquire]).
+	// wait budget (or at the single attempt of [Client.TryAcquire]). The
+	// error returned is a [*NotAcquiredError] naming the holder.
 	ErrNotAcquired = errors.New("lockclient: lock not acquired within the wait budget")
+
+	// ErrAlreadyHeld means the [Client] already holds the name through
+	// another handle, and the acquire did not ask to share it
+	// ([WithReentrant]). Waiting could only end when that handle is
+	// released, which, if the caller is its owner, never happens: so the
+	// acquire fails at once instead of spending its wait budget.
+	ErrAlreadyHeld = errors.New("lockclient: lock already held by this client")
 
 	// ErrClosed means the [Client] was closed before or during the call.
 	ErrClosed = errors.New("lockclient: client closed")
@@ -29,3 +41,34 @@ var (
 
 // errWaitBudget is the cancellation cause of an acquire whose wait budget ran out.
 var errWaitBudget = errors.New("lockclient: wait budget exhausted")
+
+// NotAcquiredError is the error of an [Client.Acquire] whose wait budget ran
+// out, or of a [Client.TryAcquire] that found the lock held. It wraps
+// [ErrNotAcquired], so errors.Is(err, ErrNotAcquired) holds, and carries who
+// held the lock when the caller gave up, so that a message can name it.
+type NotAcquiredError struct {
+	Name string        // the lock name
+	Wait time.Duration // the wait budget spent; 0 for a single attempt
+
+	// Holder is the holder the service reported right after the caller
+	// gave up; HolderKnown is false when there was none by then or the
+	// service could not be asked.
+	Holder      Holder
+	HolderKnown bool
+}
+
+func (e *NotAcquiredError) Error() string {
+	msg := fmt.Sprintf("acquire %q: not acquired", e.Name)
+	if e.Wait > 0 {
+		msg += fmt.Sprintf(" within %v", e.Wait)
+	} else {
+		msg += " at once"
+	}
+	if e.HolderKnown {
+		msg += ": held by " + e.Holder.String()
+	}
+	return msg
+}
+
+// Unwrap returns [ErrNotAcquired].
+func (e *NotAcquiredError) Unwrap() error { return ErrNotAcquired }

@@ -38,7 +38,8 @@ func ExampleClient_Acquire() {
 }
 
 // TryAcquire does not wait: a held lock is reported at once, with an error
-// that says so.
+// that names the holder. A client that holds a lock is refused at once too:
+// it would only wait for itself.
 func ExampleClient_TryAcquire() {
 	ctx := context.Background()
 	server := memlock.NewServer()
@@ -50,17 +51,26 @@ func ExampleClient_TryAcquire() {
 	h, _ := first.Acquire(ctx, "report")
 	_, err := second.TryAcquire(ctx, "report")
 	fmt.Println("second client while held:", errors.Is(err, lockclient.ErrNotAcquired))
+	var nae *lockclient.NotAcquiredError
+	if errors.As(err, &nae) {
+		fmt.Println(nae) // names the holder
+	}
+	_, err = first.Acquire(ctx, "report")
+	fmt.Println("first client again, not reentrant:", errors.Is(err, lockclient.ErrAlreadyHeld))
 
 	h.Release(ctx)
 	h2, err := second.TryAcquire(ctx, "report")
 	fmt.Println("second client after release:", err, "token", h2.FencingToken())
 	// Output:
 	// second client while held: true
+	// acquire "report": not acquired at once: held by fencing token 1
+	// first client again, not reentrant: true
 	// second client after release: <nil> token 2
 }
 
-// OnLost runs on the renewal goroutine once the lock is lost; the handle's
-// context is already cancelled by then, with a cause wrapping ErrLost.
+// OnLost runs once the lock is lost (here on the renewal goroutine, as the
+// service dropped the grant); the handle's context is already cancelled by
+// then, with a cause wrapping ErrLost.
 func ExampleWithOnLost() {
 	ctx := context.Background()
 	server := memlock.NewServer()

@@ -96,16 +96,27 @@ func (st *grantState) currentDeadline() (time.Time, bool) {
 	return st.deadline, st.phase == phaseHeld
 }
 
-// lose makes the Held → Lost transition, if st is still held, and tells every
-// unreleased handle. It runs on the renewal goroutine only.
-func (st *grantState) lose(reason error) {
+// expired reports whether st is held by the client's books but its validity
+// deadline has passed: the lock is lost whatever the renewer knows yet (it
+// may not have run since, in a process that was paused).
+func (st *grantState) expired() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.phase == phaseHeld && !time.Now().Before(st.deadline)
+}
+
+// lose makes the Held → Lost transition, if st is still held, stops renewal
+// and tells every unreleased handle, running their OnLost callbacks on the
+// calling goroutine. The renewal goroutine gives the grant back as it exits
+// (renewer.cleanUp). It reports whether it made the transition.
+func (st *grantState) lose(reason error) bool {
 	c := st.c
 	c.mu.Lock()
 	st.mu.Lock()
 	if st.phase != phaseHeld {
 		st.mu.Unlock()
 		c.mu.Unlock()
-		return
+		return false
 	}
 	st.phase = phaseLost
 	st.deadline = time.Time{}
@@ -115,6 +126,7 @@ func (st *grantState) lose(reason error) {
 	st.mu.Unlock()
 	c.mu.Unlock()
 
+	st.stopRenew()
 	st.cancel(st.lostErr)
 	c.log.Error("lockclient: lock lost", "lock", st.name, "fencing_token", st.grant.FencingToken, "err", reason)
 	for _, h := range handles {
@@ -122,26 +134,44 @@ func (st *grantState) lose(reason error) {
 			h.onLost(h, st.lostErr)
 		}
 	}
-	// Give the grant back if the service still has it, so that the next
-	// holder need not wait for the TTL. Compare-and-delete makes this safe.
-	ctx, cancel := context.WithTimeout(c.ctx, st.grant.TTL)
-	defer cancel()
-	if err := st.grant.Lease.Release(ctx); err != nil {
-		c.log.Warn("lockclient: clean-up after loss failed; the lease will expire", "lock", st.name, "err", err)
-	}
+	return true
 }
 
-// release stops renewal and gives the grant back. The caller has already
-// made the Held → Released transition.
-func (st *grantState) release(ctx context.Context, cause error) error {
-	st.cancel(cause)
+func (st *grantState) isLost() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.phase == phaseLost
+}
+
+// release stops renewal and gives the grant back within its validity
+// (deadline) and one TTL more. The caller has already made the Held →
+// Released transition.
+// It returns an error wrapping ErrLost when the service no longer had the
+// grant: it was lost before the release, whatever the client believed.
+func (st *grantState) release(ctx context.Context, deadline time.Time, cause error) error {
 	st.stopRenew()
 	// Give the grant back first: the next holder should not wait for this
 	// goroutine's renewer to be scheduled. A renewal still in flight fails
-	// harmlessly, as the grant is no longer held.
-	err := st.grant.Lease.Release(ctx)
+	// harmlessly, as the grant is no longer held. Past the deadline the
+	// service would drop the grant by itself, but not at once: a renewal in
+	// flight may have extended it, and a new etcd leader extends every
+	// lease by a TTL and an election timeout as it takes over (its lessor's
+	// Promote). A release caught by an election that outlasts the validity
+	// must still land, or the next holder waits that long: hence one TTL
+	// past the deadline, and no longer.
+	if now := time.Now(); deadline.Before(now) {
+		deadline = now
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(st.grant.TTL))
+	err := st.grant.Lease.Release(rctx)
+	cancel()
+	st.cancel(cause)
 	<-st.done // prompt: the renewer only waits on renewCtx-bounded calls
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrLost):
+		st.c.log.Error("lockclient: lock lost before its release", "lock", st.name, "fencing_token", st.grant.FencingToken, "err", err)
+		return fmt.Errorf("release %q (fencing token %d): the service no longer had the grant: %w", st.name, st.grant.FencingToken, err)
+	case err != nil:
 		return fmt.Errorf("release %q: %w", st.name, err)
 	}
 	return nil
@@ -198,7 +228,10 @@ func (h *Handle) ValidUntil() time.Time {
 // Context returns a context that is cancelled when the lock is lost (cause
 // wrapping [ErrLost]), when this handle is released, or when the client is
 // closed (cause [ErrClosed]); see [context.Cause]. Run work done under the
-// lock with it. Safe for concurrent use.
+// lock with it. It is not derived from the ctx given to Acquire, which bounds
+// the acquisition only: a lock usually outlives the request that took it. To
+// stop work when either ends, merge them (for instance with
+// [context.AfterFunc]). Safe for concurrent use.
 func (h *Handle) Context() context.Context { return h.ctx }
 
 // IsHeld reports whether the client believes the lock is held by this
@@ -217,16 +250,25 @@ func (h *Handle) IsHeld() bool {
 
 // Release gives up this handle. It cancels the handle's Context; the last
 // handle of a reentrant grant (or the only one) also stops renewal and gives
-// the grant back to the service, only if it is still this grant there.
-// Release is idempotent: later calls wait for the first to finish (bounded
-// by their ctx) and return its result. It returns an error wrapping
-// [ErrLost] if the lock was lost before the first call; an error from the
-// service means the grant may stay on it until its TTL runs out, as renewal
-// has stopped. Release must not be called by an OnLost callback for a handle
-// that is not lost.
+// the grant back to the service, only if it is still this grant there,
+// retrying within the grant's remaining validity and one TTL more (while the
+// service cannot answer, for instance during an etcd election).
+//
+// It returns an error wrapping [ErrLost] whenever the lock was lost before
+// the first call: when the client knew it already, when the validity
+// deadline has passed by the monotonic clock (a process paused past its
+// lease may resume here before its renewer notices), and when the service
+// answers that the grant was gone. In each case the OnLost callbacks run
+// (before Release returns, unless the renewer ran them already). Any other
+// error is the service's: the grant may stay on it until its TTL runs out,
+// as renewal has stopped. Release is idempotent: later calls wait for the
+// first to finish (bounded by their ctx) and return its result.
 func (h *Handle) Release(ctx context.Context) error {
 	st := h.st
 	c := st.c
+	if st.expired() {
+		st.lose(fmt.Errorf("validity deadline passed before the release: %w", ErrLost))
+	}
 	c.mu.Lock()
 	st.mu.Lock()
 	if h.released {
@@ -243,6 +285,7 @@ func (h *Handle) Release(ctx context.Context) error {
 	h.released = true
 	st.handles = slices.DeleteFunc(st.handles, func(o *Handle) bool { return o == h })
 	final := false
+	deadline := st.deadline
 	switch {
 	case st.phase == phaseLost:
 		h.releaseErr = st.lostErr
@@ -257,8 +300,11 @@ func (h *Handle) Release(ctx context.Context) error {
 
 	h.cancel(errReleased)
 	if final {
-		h.releaseErr = st.release(ctx, errReleased)
+		h.releaseErr = st.release(ctx, deadline, errReleased)
 	}
 	close(h.releaseDone)
+	if final && errors.Is(h.releaseErr, ErrLost) && h.onLost != nil {
+		h.onLost(h, h.releaseErr)
+	}
 	return h.releaseErr
 }

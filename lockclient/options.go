@@ -80,6 +80,7 @@ func WithLogger(l *slog.Logger) Option {
 type acquireConfig struct {
 	ttl       time.Duration
 	wait      time.Duration
+	waitSet   bool // WithWait was given
 	reentrant bool
 	onLost    func(*Handle, error)
 }
@@ -104,13 +105,13 @@ func WithTTL(ttl time.Duration) AcquireOption {
 // queues for a held lock before it returns [ErrNotAcquired]. It must be ≥ 0;
 // zero means a single attempt, as [Client.TryAcquire]. The default is
 // [DefaultWait]. The call's ctx bounds the wait as well; whichever ends first
-// wins.
+// wins. [Client.TryAcquire] refuses a positive budget ([ErrInvalidOption]).
 func WithWait(d time.Duration) AcquireOption {
 	return func(c *acquireConfig) error {
 		if d < 0 {
 			return fmt.Errorf("%w: wait budget %v is negative", ErrInvalidOption, d)
 		}
-		c.wait = d
+		c.wait, c.waitSet = d, true
 		return nil
 	}
 }
@@ -120,8 +121,11 @@ func WithWait(d time.Duration) AcquireOption {
 // new [Handle] sharing that grant (same tokens, same deadline; its own TTL is
 // ignored) and adds one to a reference count, without asking the service.
 // Only the release of the last such handle releases the grant, and a loss
-// reaches every one of them. Reentrancy never spans processes or clients;
-// a non-reentrant acquire of a name this client holds queues behind it.
+// reaches every one of them. Reentrancy never spans processes or clients.
+// Without it, an acquire of a name this client holds fails at once with
+// [ErrAlreadyHeld]: a client holds a name at most once. Goroutines of one
+// process that must exclude each other use a client each (they may share a
+// Backend), or a sync.Mutex in front of one.
 func WithReentrant() AcquireOption {
 	return func(c *acquireConfig) error {
 		c.reentrant = true
@@ -130,11 +134,15 @@ func WithReentrant() AcquireOption {
 }
 
 // WithOnLost registers f to be called, exactly once, if the handle is lost
-// while it is held (never after its Release). f runs on the handle's renewal
-// goroutine, after [Handle.Context] has been cancelled, with an error wrapping
-// [ErrLost]; renewal of the grant has stopped for good by then. f must not
-// block for long and must not wait for anything that waits for the renewal
-// goroutine (such as [Client.Close]). f must not be nil.
+// while it is held, with an error wrapping [ErrLost]; never when its Release
+// found it still held. The loss may be found by the renewal goroutine (a
+// rejected renewal, the transport-error budget, the validity deadline, the
+// service dropping the grant), and then f runs there, after [Handle.Context]
+// has been cancelled; or by [Handle.Release] (the deadline had passed, or the
+// service no longer had the grant), and then f runs in that Release call,
+// before it returns. Renewal of the grant has stopped for good by then. f must
+// not block for long and must not wait for anything that waits for the
+// renewal goroutine (such as [Client.Close]). f must not be nil.
 func WithOnLost(f func(h *Handle, err error)) AcquireOption {
 	return func(c *acquireConfig) error {
 		if f == nil {

@@ -17,14 +17,16 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * f)
 }
 
-// renewer is the body of a grant's renewal goroutine. It owns the grant's
-// Held → Lost transition and runs OnLost callbacks.
+// renewer is the body of a grant's renewal goroutine. It makes the grant's
+// Held → Lost transition (unless Release finds the loss first), runs OnLost
+// callbacks then, and gives a lost grant back as it exits.
 type renewer struct{ st *grantState }
 
 func (r renewer) run() {
 	st := r.st
 	defer st.c.wg.Done()
 	defer close(st.done)
+	defer r.cleanUp()
 	failures := 0
 	// The first renewal is timed from Start: a grant that waited in a queue
 	// may have been refreshed a while ago.
@@ -91,4 +93,20 @@ func (r renewer) renew(failures *int) bool {
 		return false
 	}
 	return true
+}
+
+// cleanUp gives a lost grant back if the service still has it, so that the
+// next holder need not wait for the TTL; compare-and-delete makes it safe.
+// It is bounded by the TTL, after which the service drops the grant anyway,
+// and by Close.
+func (r renewer) cleanUp() {
+	st := r.st
+	if !st.isLost() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(st.c.ctx, st.grant.TTL)
+	defer cancel()
+	if err := st.grant.Lease.Release(ctx); err != nil && !errors.Is(err, ErrLost) {
+		st.c.log.Warn("lockclient: clean-up after loss failed; the lease will expire", "lock", st.name, "err", err)
+	}
 }

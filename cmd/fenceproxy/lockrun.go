@@ -16,7 +16,6 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/etcdlocks"
 	"github.com/fenceproxy/fenceproxy/lockclient"
 	"github.com/fenceproxy/fenceproxy/lockclient/etcdlock"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Exit statuses of `lock run` itself (sysexits.h): the child's own status
@@ -39,9 +38,15 @@ fencing. It acquires NAME (etcd), then starts CMD with
 
 It renews the lock while CMD runs. If the lock is lost, CMD gets SIGTERM, then
 SIGKILL after --kill-after, and lock run exits 76. When CMD exits the lock is
-released and lock run exits with CMD's status (128+signal if it was killed).
-If the lock stays busy for --wait, lock run exits 75 naming the holder.
-SIGINT and SIGTERM are forwarded to CMD.
+released and lock run exits with CMD's status (128+signal if it was killed),
+unless the lock turns out to have been lost while CMD ran (its validity ran
+out, or etcd no longer had it when it was released): then it exits 76, as
+CMD's work may have been refused or overtaken. If the lock stays busy for
+--wait, lock run exits 75 naming the holder. SIGINT and SIGTERM are
+forwarded to CMD.
+
+--etcd should list every member of the cluster: a dead or frozen member is
+then left for a healthy one.
 
 Flags:
 `
@@ -103,7 +108,7 @@ func (r *lockRun) logf(format string, args ...any) {
 }
 
 func (r *lockRun) run(ctx context.Context, endpoints []string) error {
-	locks, cli, closeLocks, err := etcdlocks.Open(endpoints, r.prefix)
+	locks, _, closeLocks, err := etcdlocks.Open(endpoints, r.prefix)
 	if err != nil {
 		return err
 	}
@@ -112,10 +117,10 @@ func (r *lockRun) run(ctx context.Context, endpoints []string) error {
 	lost := make(chan error, 1)
 	h, err := locks.Acquire(ctx, r.name, lockclient.WithTTL(r.ttl), lockclient.WithWait(r.wait),
 		lockclient.WithOnLost(func(_ *lockclient.Handle, err error) { lost <- err }))
-	if errors.Is(err, lockclient.ErrNotAcquired) {
+	if nae := (*lockclient.NotAcquiredError)(nil); errors.As(err, &nae) {
 		msg := fmt.Sprintf("lock %q not acquired within %s", r.name, r.wait)
-		if holder := r.holder(cli); holder != "" {
-			msg += " (" + holder + ")"
+		if nae.HolderKnown {
+			msg += " (held by " + nae.Holder.String() + ")"
 		}
 		return &exitError{code: exitNotAcquired, err: errors.New(msg)}
 	}
@@ -142,12 +147,7 @@ func (r *lockRun) run(ctx context.Context, endpoints []string) error {
 	for {
 		select {
 		case err := <-exited:
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if rerr := h.Release(rctx); rerr != nil && !errors.Is(rerr, lockclient.ErrLost) {
-				r.logf("release %q: %v", r.name, rerr)
-			}
-			cancel()
-			return childStatus(err)
+			return r.finish(h, err)
 		case err := <-lost:
 			r.logf("lock %q (token %d) lost: %v; stopping %s", r.name, token, err, r.command[0])
 			r.stopChild(child, exited)
@@ -156,6 +156,24 @@ func (r *lockRun) run(ctx context.Context, endpoints []string) error {
 			child.Process.Signal(sig)
 		}
 	}
+}
+
+// finish releases the lock after the child exited and returns lock run's
+// result: the child's status, or exit 76 when the lock was lost before the
+// release, which Release reports (by the clock, by the renewer, or by etcd
+// no longer having the key) even when the child exited first.
+func (r *lockRun) finish(h *lockclient.Handle, childErr error) error {
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := h.Release(rctx)
+	if errors.Is(err, lockclient.ErrLost) {
+		r.logf("lock %q (token %d) lost while %s ran: %v", r.name, h.FencingToken(), r.command[0], err)
+		return &exitError{code: exitLost, err: fmt.Errorf("lock %q lost while %s ran", r.name, r.command[0])}
+	}
+	if err != nil {
+		r.logf("release %q: %v", r.name, err)
+	}
+	return childStatus(childErr)
 }
 
 // stopChild sends SIGTERM, then SIGKILL after killAfter, and waits.
@@ -168,19 +186,6 @@ func (r *lockRun) stopChild(child *exec.Cmd, exited <-chan error) {
 		child.Process.Kill()
 		<-exited
 	}
-}
-
-// holder describes the lock's current holder, or "" when unknown.
-func (r *lockRun) holder(cli *clientv3.Client) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, strings.TrimSuffix(r.prefix, "/")+"/"+r.name+"/", clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
-	if err != nil || len(resp.Kvs) == 0 {
-		return ""
-	}
-	kv := resp.Kvs[0]
-	return fmt.Sprintf("held by lease %x with fencing token %d", kv.Lease, kv.CreateRevision)
 }
 
 // childEnv adds the token and resource to env, appending to PGOPTIONS.

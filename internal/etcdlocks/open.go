@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/fenceproxy/fenceproxy/lockclient"
 	"github.com/fenceproxy/fenceproxy/lockclient/etcdlock"
@@ -17,7 +16,11 @@ import (
 // live under prefix ("" means etcdlock.DefaultPrefix), the etcd client (for
 // looking at the lock keys) and a function that closes both.
 func Open(endpoints []string, prefix string) (*lockclient.Client, *clientv3.Client, func(), error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// Every member listed, keep-alives on: a dead or frozen member is left
+	// for a healthy one (etcdlock.ClientConfig).
+	cfg := etcdlock.ClientConfig(endpoints)
+	cfg.Logger = zap.NewNop()
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
 	}

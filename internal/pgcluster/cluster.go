@@ -57,6 +57,7 @@ type Cluster struct {
 	Port   int    // TCP port on 127.0.0.1
 
 	cred     *syscall.Credential // nil when not root
+	opts     Options             // as given to Start, for restarts
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -80,7 +81,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c := &Cluster{BinDir: binDir}
+	c := &Cluster{BinDir: binDir, opts: opts}
 	prefix := opts.DirPrefix
 	if prefix == "" {
 		prefix = "fenceproxy-pg-"
@@ -94,7 +95,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = c.start(ctx, opts); err == nil {
+		port, perr := freePort()
+		if perr != nil {
+			return nil, perr
+		}
+		if err = c.start(ctx, opts, port); err == nil {
 			return c, nil
 		}
 	}
@@ -194,11 +199,7 @@ host all all ::1/128 trust
 	return nil
 }
 
-func (c *Cluster) start(ctx context.Context, opts Options) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
+func (c *Cluster) start(ctx context.Context, opts Options, port int) error {
 	args := []string{"-D", c.dataDir(), "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=" + c.sockDir(),
@@ -276,6 +277,23 @@ func (c *Cluster) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.I
 // without a password and with sslmode=disable.
 func (c *Cluster) DSN(user, database string) string {
 	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", user, c.Addr(), database)
+}
+
+// RestartImmediate stops the server as a crash would — PostgreSQL's
+// immediate shutdown (SIGQUIT): no checkpoint, every connection cut, crash
+// recovery at the next start — and starts it again on the same port and data
+// directory. For fault-injection tests; it must not run concurrently with
+// Stop or another restart.
+func (c *Cluster) RestartImmediate(ctx context.Context) error {
+	c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		c.kill()
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return c.start(ctx, c.opts, c.Port)
 }
 
 // Stop shuts the server down (fast shutdown, then kill after 10 s) and

@@ -21,7 +21,12 @@ import (
 // the key.
 func (b *Backend) Acquire(ctx context.Context, req lockclient.Request) (lockclient.Grant, error) {
 	sent := time.Now()
-	lg, err := b.cli.Grant(ctx, int64(req.TTL/time.Second))
+	var lg *clientv3.LeaseGrantResponse
+	err := retry(ctx, b.attemptTimeout(req.TTL), func(ctx context.Context) (err error) {
+		sent = time.Now()
+		lg, err = b.cli.Grant(ctx, int64(req.TTL/time.Second))
+		return err // a lease granted by an unanswered attempt expires unused
+	})
 	if err != nil {
 		return lockclient.Grant{}, fmt.Errorf("etcdlock: grant lease: %w", err)
 	}
@@ -62,35 +67,60 @@ type queued struct {
 // acquire creates the key and, in the same transaction, reads the oldest key
 // of the name: an uncontended acquire takes one round trip after the grant.
 func (q *queued) acquire(ctx context.Context, wait bool) (lockclient.Grant, error) {
-	cli := q.b.cli
 	seen := q.b.maxRev.Load()
-	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(q.key), "=", 0)).
-		Then(
-			clientv3.OpPut(q.key, q.owner, clientv3.WithLease(q.lease)),
-			clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...),
-		).Commit()
+	first, err := q.create(ctx)
 	if err != nil {
-		return lockclient.Grant{}, fmt.Errorf("etcdlock: create queue key: %w", err)
+		return lockclient.Grant{}, err
 	}
-	if !resp.Succeeded {
-		return lockclient.Grant{}, fmt.Errorf("etcdlock: key %s of a new lease already exists", q.key)
-	}
-	q.rev = resp.Header.Revision
 	// A write's revision exceeds every revision committed before it was
 	// sent, so a lower one means the store was replaced under us.
 	if q.rev <= seen {
 		return lockclient.Grant{}, fmt.Errorf("%w: new key at revision %d, after revision %d was seen", ErrRevisionRegressed, q.rev, seen)
 	}
 	q.b.observe(q.rev)
-	first := resp.Responses[1].GetResponseRange().Kvs
-	if len(first) > 0 && first[0].CreateRevision == q.rev {
-		return q.refreshed(ctx, resp.Header.Revision)
+	if first != nil && first.CreateRevision == q.rev {
+		return q.refreshed(ctx, q.rev)
 	}
 	if !wait {
 		return lockclient.Grant{}, fmt.Errorf("etcdlock: %s is held: %w", q.dir, lockclient.ErrNotAcquired)
 	}
 	return q.wait(ctx)
+}
+
+// create puts the queue key, sets q.rev to its create revision, and returns
+// the oldest key of the name. An attempt whose answer was lost may have
+// created the key already: a retry then finds it, with our ownership token
+// as its value, and takes it as ours.
+func (q *queued) create(ctx context.Context) (*mvccpb.KeyValue, error) {
+	var resp *clientv3.TxnResponse
+	err := retry(ctx, q.b.attemptTimeout(q.ttl), func(ctx context.Context) (err error) {
+		resp, err = q.b.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(q.key), "=", 0)).
+			Then(
+				clientv3.OpPut(q.key, q.owner, clientv3.WithLease(q.lease)),
+				clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...),
+			).
+			Else(
+				clientv3.OpGet(q.key),
+				clientv3.OpGet(q.dir, clientv3.WithFirstCreate()...),
+			).Commit()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: create queue key: %w", err)
+	}
+	q.rev = resp.Header.Revision
+	if !resp.Succeeded {
+		own := resp.Responses[0].GetResponseRange().Kvs
+		if len(own) == 0 || string(own[0].Value) != q.owner {
+			return nil, fmt.Errorf("etcdlock: key %s of a new lease already exists", q.key)
+		}
+		q.rev = own[0].CreateRevision
+	}
+	if first := resp.Responses[1].GetResponseRange().Kvs; len(first) > 0 {
+		return first[0], nil
+	}
+	return nil, nil
 }
 
 var errQueueEntryGone = fmt.Errorf("etcdlock: own queue entry vanished while waiting: %w", lockclient.ErrLost)
@@ -118,11 +148,15 @@ func (q *queued) wait(ctx context.Context) (lockclient.Grant, error) {
 // ahead reads, in one request, whether our key still exists and which key is
 // directly ahead of it ("" if none), at revision rev.
 func (q *queued) ahead(ctx context.Context) (ahead string, rev int64, err error) {
-	resp, err := q.b.cli.Get(ctx, q.dir,
-		clientv3.WithPrefix(),
-		clientv3.WithMaxCreateRev(q.rev),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(2))
+	var resp *clientv3.GetResponse
+	err = retry(ctx, q.b.attemptTimeout(q.ttl), func(ctx context.Context) (err error) {
+		resp, err = q.b.cli.Get(ctx, q.dir,
+			clientv3.WithPrefix(),
+			clientv3.WithMaxCreateRev(q.rev),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+			clientv3.WithLimit(2))
+		return err
+	})
 	if err != nil {
 		return "", 0, fmt.Errorf("etcdlock: read queue: %w", err)
 	}
@@ -166,6 +200,11 @@ func (q *queued) waitDelete(ctx context.Context, ahead string, rev int64, keepAl
 				return err
 			}
 			keepAlive.Reset(next)
+			// The watches may sit on a frozen member that will never
+			// deliver the delete: read the queue, on any member, too.
+			if again, _, err := q.ahead(ctx); err != nil || again != ahead {
+				return err
+			}
 			continue
 		case <-ctx.Done():
 			return ctx.Err()
@@ -227,7 +266,7 @@ func (q *queued) refreshed(ctx context.Context, rev int64) (lockclient.Grant, er
 // a lease that is gone by the keep-alive's answer. So a transport error is
 // only retried, soon.
 func (q *queued) keepAlive(ctx context.Context) (time.Duration, error) {
-	kctx, cancel := context.WithTimeout(ctx, q.ttl/3)
+	kctx, cancel := context.WithTimeout(ctx, q.b.attemptTimeout(q.ttl))
 	defer cancel()
 	sent := time.Now()
 	resp, err := q.b.cli.KeepAliveOnce(kctx, q.lease)

@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -30,9 +31,10 @@ const DefaultMinTTL = 2 * time.Second
 // grants: closing the etcd client is the caller's business, after the
 // lockclient.Client using it is closed.
 type Backend struct {
-	cli    *clientv3.Client
-	prefix string
-	minTTL time.Duration
+	cli     *clientv3.Client
+	prefix  string
+	minTTL  time.Duration
+	timeout time.Duration // per request attempt, before the TTL/4 cap
 
 	grants  atomic.Int64
 	wakeups atomic.Int64
@@ -89,13 +91,47 @@ func WithMinTTL(d time.Duration) Option {
 	}
 }
 
+// WithRequestTimeout bounds each attempt of a request to etcd (default
+// DefaultRequestTimeout; a quarter of the lease TTL if that is shorter).
+// Failed attempts are retried until the call's own bound: the validity of a
+// grant for renewals and releases, the wait budget for acquires. It must be
+// positive. Shorter leaves a dead or frozen member sooner; it must stay well
+// above the cluster's commit latency.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(b *Backend) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: request timeout %v is not positive", lockclient.ErrInvalidOption, d)
+		}
+		b.timeout = d
+		return nil
+	}
+}
+
+// ClientConfig returns the etcd client configuration the backend is meant
+// to run with: the endpoints of every member, so that requests can move to
+// a healthy one, and gRPC keep-alives (every 10 s, the gRPC minimum, with a
+// 3 s timeout, idle connections included), so that a connection to a frozen
+// member, and the watches on it, are closed and re-established elsewhere.
+// The per-request timeouts of the backend leave such a member much sooner;
+// the keep-alive catches what they cannot see. Set Logger, TLS and
+// credentials on the result as needed.
+func ClientConfig(endpoints []string) clientv3.Config {
+	return clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		PermitWithoutStream:  true,
+	}
+}
+
 // New returns a Backend using cli, which must stay open while the backend is
-// used.
+// used. cli is best configured from ClientConfig.
 func New(cli *clientv3.Client, opts ...Option) (*Backend, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: nil etcd client", lockclient.ErrInvalidOption)
 	}
-	b := &Backend{cli: cli, prefix: DefaultPrefix, minTTL: DefaultMinTTL}
+	b := &Backend{cli: cli, prefix: DefaultPrefix, minTTL: DefaultMinTTL, timeout: DefaultRequestTimeout}
 	for _, o := range opts {
 		if err := o(b); err != nil {
 			return nil, err
@@ -146,4 +182,26 @@ func randomToken() string {
 	var buf [16]byte
 	_, _ = rand.Read(buf[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(buf[:])
+}
+
+// Holder implements lockclient.Backend: the oldest key of the name is the
+// holder's. Its lease is named in hex, as etcdctl prints lease IDs.
+func (b *Backend) Holder(ctx context.Context, name string) (lockclient.Holder, bool, error) {
+	var resp *clientv3.GetResponse
+	err := retry(ctx, b.timeout, func(ctx context.Context) (err error) {
+		resp, err = b.cli.Get(ctx, b.dir(name), clientv3.WithFirstCreate()...)
+		return err
+	})
+	if err != nil {
+		return lockclient.Holder{}, false, fmt.Errorf("etcdlock: read holder: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return lockclient.Holder{}, false, nil
+	}
+	kv := resp.Kvs[0]
+	return lockclient.Holder{
+		FencingToken:   kv.CreateRevision,
+		OwnershipToken: string(kv.Value),
+		Lease:          fmt.Sprintf("%x", kv.Lease),
+	}, true, nil
 }

@@ -43,13 +43,28 @@
 // loopback) instead of at its next sweep of unsynced watchers (about 50 ms,
 // concurrency.Mutex's hand-off). A waiter whose own key is deleted returns
 // an error wrapping lockclient.ErrLost; a waiter that gives up revokes its
-// lease, which deletes its key.
+// lease, which deletes its key. Each time a waiter refreshes its lease (every
+// TTL/3) it also reads the queue again, so that a watch sitting on a frozen
+// member, which will never deliver the delete, delays a hand-off by one
+// refresh interval at most.
+//
+// # Dead and frozen members
+//
+// Every request is bounded by a per-attempt timeout (WithRequestTimeout,
+// capped at a quarter of the TTL) and retried until the call's own bound, so
+// that a request caught by a leader's death, or sent to a frozen member
+// (SIGSTOP, a VM pause), moves on to a healthy member or to the new leader
+// instead of waiting out its context. The etcd client should list every
+// member and send keep-alives: ClientConfig returns such a configuration.
+// Holder reads the oldest key of a name: who holds it, with which token and
+// lease.
 //
 // # Release and loss
 //
 // Release deletes the key only if its create revision is still the grant's,
 // then revokes the lease, so that a release retried after a lost reply cannot
-// delete a newer grant (etcd-io/etcd#22082). A held grant's key is watched;
+// delete a newer grant (etcd-io/etcd#22082). A key already gone is reported
+// as a loss (lockclient.ErrLost), never as a clean release. A held grant's key is watched;
 // its deletion (for instance another client revoking the lease) closes the
 // grant's Lost channel at once. A renewal is one keep-alive, which the etcd
 // client retries across reconnects until its deadline, so a restart or a

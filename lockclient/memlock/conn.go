@@ -24,6 +24,7 @@ const (
 	OpAcquire Op = "acquire"
 	OpRenew   Op = "renew"
 	OpRelease Op = "release"
+	OpHolder  Op = "holder"
 )
 
 // Call is one logged call: what, and when it was made (before any injected
@@ -42,6 +43,7 @@ type Conn struct {
 
 	mu          sync.Mutex
 	partitioned bool
+	deaf        bool // the server's loss notices do not reach this Conn
 	latency     time.Duration
 	paused      chan struct{} // non-nil while paused; closed by Resume
 	calls       []Call
@@ -54,6 +56,16 @@ func (c *Conn) SetPartitioned(on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.partitioned = on
+}
+
+// SetDeaf makes the grants acquired through c from now on deaf (true) to the
+// server dropping them: their Lost channel never closes, as when the
+// client's watch sits on a stalled server. Renewals and releases still
+// hear the truth.
+func (c *Conn) SetDeaf(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deaf = on
 }
 
 // SetLatency delays every later call by d before the server sees it. A call
@@ -173,22 +185,45 @@ func (c *Conn) Acquire(ctx context.Context, req lockclient.Request) (lockclient.
 }
 
 func (c *Conn) grant(l *lease, start time.Time) lockclient.Grant {
+	c.mu.Lock()
+	lost := l.lost
+	if c.deaf {
+		lost = make(chan struct{}) // never closed
+	}
+	c.mu.Unlock()
 	return lockclient.Grant{
 		FencingToken:   l.token,
 		OwnershipToken: l.owner,
 		Start:          start,
 		TTL:            l.ttl,
-		Lease:          &connLease{c: c, l: l},
+		Lease:          &connLease{c: c, l: l, lost: lost},
 	}
+}
+
+// Holder implements lockclient.Backend.
+func (c *Conn) Holder(ctx context.Context, name string) (lockclient.Holder, bool, error) {
+	if err := c.enter(ctx, OpHolder); err != nil {
+		return lockclient.Holder{}, false, err
+	}
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.locks[name]
+	if q == nil || q.holder == nil {
+		return lockclient.Holder{}, false, nil
+	}
+	return lockclient.Holder{FencingToken: q.holder.token, OwnershipToken: q.holder.owner}, true, nil
 }
 
 // connLease is a lease as seen through one Conn.
 type connLease struct {
-	c *Conn
-	l *lease
+	c        *Conn
+	l        *lease
+	lost     chan struct{}
+	released bool // a Release through this lease dropped it (guarded by the server's mu)
 }
 
-func (cl *connLease) Lost() <-chan struct{} { return cl.l.lost }
+func (cl *connLease) Lost() <-chan struct{} { return cl.lost }
 
 func (cl *connLease) Renew(ctx context.Context) (time.Duration, error) {
 	if err := cl.c.enter(ctx, OpRenew); err != nil {
@@ -212,6 +247,15 @@ func (cl *connLease) Release(ctx context.Context) error {
 	s := cl.l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.drop(cl.l) // a no-op if the lease is already gone: never a later grant
+	if cl.l.gone {
+		// Never a later grant: this lease is gone, by expiry or revocation,
+		// unless an earlier Release through it dropped it.
+		if cl.released {
+			return nil
+		}
+		return fmt.Errorf("memlock: lease of %q was already gone: %w", cl.l.name, lockclient.ErrLost)
+	}
+	cl.released = true
+	s.drop(cl.l)
 	return nil
 }

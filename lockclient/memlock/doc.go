@@ -14,7 +14,9 @@
 //     transport error, while the server goes on expiring leases;
 //   - [Conn.SetLatency]: every call is delayed before the server sees it;
 //   - [Conn.Pause] and [Conn.Resume]: a stopped holder, whose calls block
-//     (ignoring their contexts) while time goes on.
+//     (ignoring their contexts) while time goes on;
+//   - [Conn.SetDeaf]: grants that never hear of their own loss, as with a
+//     watch sitting on a stalled server.
 //
 // [Server.Revoke] drops a holder as another client revoking its lease would.
 // [Conn.Calls], [Server.Holder], [Server.Waiters] and [Server.Wakeups] let
@@ -35,8 +37,8 @@
 //
 // # Errors
 //
-// Calls on a partitioned Conn return [ErrPartitioned]. A renewal of a lease
-// the server dropped returns an error wrapping lockclient.ErrLost; an Acquire
+// Calls on a partitioned Conn return [ErrPartitioned]. A renewal or a release
+// of a lease the server dropped returns an error wrapping lockclient.ErrLost; an Acquire
 // without waiting on a held name returns one wrapping
 // lockclient.ErrNotAcquired; a TTL below [MinTTL] is an error wrapping
 // lockclient.ErrInvalidOption.

@@ -1,0 +1,15 @@
+// Command worker is one worker process of the chaos suite
+// (integration/chaos): it takes a lockclient lock on an etcd cluster, again
+// and again, and under each grant increments one counter in PostgreSQL by
+// read-modify-write, carrying the grant's fencing token (as startup
+// parameters, as `fenceproxy lock run` does through PGOPTIONS). It pauses
+// between the read and the write, as real work would, and never checks the
+// lock before writing: the fencing token alone must keep the data right.
+//
+// Every step is one line on stdout, "<unix ns> <worker> <kind> <token>
+// <detail>", for the suite's checker: grant, read (detail: the value),
+// refused (a stale token, SQLSTATE 55Z01), ack (detail: the value
+// committed), dberr, lost (the OnLost callback), release (detail: ok, lost
+// or the error), acqerr. It stops when stdin is closed. Built and run by
+// the chaos tests only.
+package main
