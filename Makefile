@@ -1,16 +1,21 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz clean
+.PHONY: build test test-deps compat vet lint unit integration bench bench-pgbench bench-memory fuzz clean
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
 
-## test: vet + unit + integration (needs PostgreSQL server binaries; see README).
+## test: vet + unit + integration (needs PostgreSQL server binaries and the
+## driver matrix's drivers: test-deps installs what is missing; see README).
 ## -p 1: packages that start their own PostgreSQL and etcd run one at a time, so
 ## that latency assertions (cancel within 1 s, loss within one renewal) hold on 2 cores.
-test: vet
+test: vet test-deps
 	$(GO) test -count=1 -p 1 -timeout 30m $(PKGS)
+
+## test-deps: PostgreSQL and the drivers of integration/drivers (Debian packages, `pg` from npm)
+test-deps:
+	scripts/install-test-deps.sh
 
 vet:
 	$(GO) vet $(PKGS)
