@@ -37,6 +37,11 @@ bench-pgbench:
 bench-memory:
 	$(GO) test -run '^$$' -bench 'BenchmarkMemory' -benchtime 1x -timeout 30m ./integration/
 
+## compat: pgx's own test suite (go.mod's pgx, from the module cache), direct and
+## through the proxy; prints both pass counts and the difference of the pass sets
+compat: test-deps
+	$(GO) test -tags compat -count=1 -v -timeout 90m -run TestPgxSuite ./integration/compat/
+
 ## lint: gofmt, go vet and staticcheck
 lint: vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)

@@ -15,11 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The cases every driver program runs (see testdata/README.md). Case c
-// fences resource "drv/c", whose mark starts at 100: it writes v+1 to row c
-// with token 101, tries v+1000 with the stale token 99, and writes v+1 with
-// 101 again on the same connection. So the database must end with v = 2 and
-// the mark at 101.
+// The cases every driver program runs. Case c fences resource "drv/c",
+// whose mark starts at 100: it writes v+1 to row c with token 101, tries
+// v+1000 with the stale token 99, and writes v+1 with 101 again on the same
+// connection. So the database must end with v = 2 and the mark at 101.
 const (
 	caseSet          = "set"          // SET lock.resource / lock.fencing_token
 	caseComment      = "comment"      // /* fencing_token=N resource=R */

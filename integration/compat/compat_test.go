@@ -1,0 +1,181 @@
+//go:build compat
+
+package compat
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+)
+
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
+
+// knownDifferences are tests that pass direct and fail through the proxy
+// for a reason the README states; anything else fails TestPgxSuite.
+var knownDifferences = map[string]string{}
+
+// TestPgxSuite runs pgx's test suite direct and through the proxy (with the
+// production default upstream_tls: prefer) and reports the difference of
+// the pass sets. COMPAT_RUN narrows it (go test -run syntax, for pgx).
+func TestPgxSuite(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	setupPgxDB(t, pg, db)
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), UpstreamTLS: pgwire.UpstreamTLSPrefer, Logger: quiet})
+	src := copyPgx(t)
+
+	direct := runSuite(t, src, pgxEnv("127.0.0.1", pg.Port, db))
+	through := runSuite(t, src, pgxEnv(proxy.Host, proxy.Port, db))
+	report(t, direct, through)
+}
+
+// setupPgxDB does what pgx's testsetup/postgresql_setup.sql does that its
+// tests need: extensions, a domain and a role with an awkward name.
+func setupPgxDB(t *testing.T, pg *pgcluster.Cluster, db string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := harness.Exec(ctx, pg.DSN(pgcluster.Superuser, db),
+		"CREATE EXTENSION hstore", "CREATE EXTENSION ltree", "CREATE DOMAIN uint64 AS numeric(20,0)",
+		`DO $$ BEGIN CREATE USER " tricky, ' } "" \\ test user " SUPERUSER PASSWORD 'secret'; EXCEPTION WHEN duplicate_object THEN NULL; END $$`)
+	if err != nil {
+		t.Fatalf("%v (hstore and ltree come with Debian's postgresql-contrib)", err)
+	}
+}
+
+// pgxEnv is the PGX_TEST_* environment pointing pgx's tests at host:port.
+// Variables left unset (TLS, Unix socket, plain password, PgBouncer,
+// CockroachDB) make the tests that need them skip, on both runs alike.
+func pgxEnv(host string, port int, db string) []string {
+	kv := func(user, pw string) string {
+		s := fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", host, port, user, db)
+		if pw != "" {
+			s += " password=" + pw
+		}
+		return s
+	}
+	return []string{
+		"PGX_TEST_DATABASE=" + kv(pgcluster.Superuser, ""),
+		"PGX_TEST_TCP_CONN_STRING=" + kv(pgcluster.Superuser, ""),
+		"PGX_TEST_MD5_PASSWORD_CONN_STRING=" + kv(harness.MD5User, harness.MD5Password),
+		"PGX_TEST_SCRAM_PASSWORD_CONN_STRING=" + kv(harness.ScramUser, harness.ScramPassword),
+	}
+}
+
+// copyPgx copies pgx's module from the module cache (read-only there) to a
+// temporary directory.
+func copyPgx(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/jackc/pgx/v5").Output()
+	if err != nil {
+		t.Fatalf("go list -m github.com/jackc/pgx/v5: %v (run go mod download)", err)
+	}
+	dir := filepath.Join(t.TempDir(), "pgx")
+	if out, err := exec.Command("cp", "-r", strings.TrimSpace(string(out)), dir).CombinedOutput(); err != nil {
+		t.Fatalf("copy pgx: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("chmod", "-R", "u+w", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chmod: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// runSuite runs go test -json over pgx's packages and returns each
+// top-level and sub test's outcome ("pass", "fail", "skip").
+func runSuite(t *testing.T, dir string, env []string) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	args := []string{"test", "-json", "-count=1", "-p", "1", "-timeout", "30m"}
+	if r := os.Getenv("COMPAT_RUN"); r != "" {
+		args = append(args, "-run", r)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./...")...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append(env, "GOWORK=off", "GOFLAGS=-mod=mod")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, _ := cmd.Output() // failing tests make it exit 1
+	res := decode(out)
+	if len(res) == 0 {
+		t.Fatalf("pgx's suite ran no tests:\n%s", stderr.String())
+	}
+	return res
+}
+
+type event struct {
+	Action, Package, Test string
+}
+
+func decode(out []byte) map[string]string {
+	res := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Test == "" {
+			continue
+		}
+		switch e.Action {
+		case "pass", "fail", "skip":
+			res[strings.TrimPrefix(e.Package, "github.com/jackc/pgx/v5")+" "+e.Test] = e.Action
+		}
+	}
+	return res
+}
+
+func report(t *testing.T, direct, through map[string]string) {
+	count := func(m map[string]string, a string) (n int) {
+		for _, v := range m {
+			if v == a {
+				n++
+			}
+		}
+		return n
+	}
+	t.Logf("direct:  %d passed, %d failed, %d skipped", count(direct, "pass"), count(direct, "fail"), count(direct, "skip"))
+	t.Logf("through: %d passed, %d failed, %d skipped", count(through, "pass"), count(through, "fail"), count(through, "skip"))
+	var lost, gained []string
+	for name, v := range direct {
+		if v == "pass" && through[name] != "pass" {
+			lost = append(lost, fmt.Sprintf("%s (%s through the proxy)", name, orMissing(through[name])))
+		}
+	}
+	for name, v := range through {
+		if v == "pass" && direct[name] != "pass" {
+			gained = append(gained, fmt.Sprintf("%s (%s direct)", name, orMissing(direct[name])))
+		}
+	}
+	sort.Strings(lost)
+	sort.Strings(gained)
+	t.Logf("pass direct, not through the proxy (%d):\n%s", len(lost), strings.Join(lost, "\n"))
+	t.Logf("pass through the proxy, not direct (%d):\n%s", len(gained), strings.Join(gained, "\n"))
+	for _, l := range lost {
+		name := l[:strings.Index(l, " (")]
+		if _, ok := knownDifferences[name]; !ok {
+			t.Errorf("passes direct, not through the proxy: %s", l)
+		}
+	}
+}
+
+func orMissing(s string) string {
+	if s == "" {
+		return "not run"
+	}
+	return s
+}
