@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // ReadyForQuery, then Close — one and eight at a time, straight to
 // PostgreSQL and through fenceproxy with upstream_tls disable and prefer
 // (the default; the harness's server offers TLS). Clients use
-// sslmode=disable. It reports p50 and p95 in milliseconds:
+// sslmode=disable, except direct-client-tls, a client with its own TLS
+// straight to PostgreSQL. It reports p50 and p95 in milliseconds:
 //
 //	go test -run '^$' -bench Connect -benchtime 400x ./integration/drivers/
 func BenchmarkConnect(b *testing.B) {
@@ -35,6 +37,8 @@ func BenchmarkConnect(b *testing.B) {
 		dsn  string
 	}{
 		{"direct", pg.DSN(pgcluster.Superuser, db)},
+		// What TLS costs at the server, for comparison with upstream_tls: prefer.
+		{"direct-client-tls", strings.Replace(pg.DSN(pgcluster.Superuser, db), "sslmode=disable", "sslmode=require", 1)},
 		{"fenceproxy-tls-disable", harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSDisable}).DSN(pgcluster.Superuser, "", db)},
 		{"fenceproxy-tls-prefer", harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSPrefer}).DSN(pgcluster.Superuser, "", db)},
 	}
