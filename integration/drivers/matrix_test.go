@@ -197,3 +197,22 @@ func mustQuery(t *testing.T, conn *pgx.Conn, sql string) pgx.Rows {
 	}
 	return rows
 }
+
+// TestMatrixCatchesStaleWrites is the matrix's control: pgx's cases straight
+// against PostgreSQL, without the proxy, must each fail — the stale write
+// lands — or the matrix could not tell a working proxy from a broken one.
+func TestMatrixCatchesStaleWrites(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := matrixDB(t, pg)
+	tg := target{Host: "127.0.0.1", Port: pg.Port, User: pgcluster.Superuser, DB: db}
+	got := runPgx(t, tg)
+	rows, marks := readState(t, pg.DSN(pgcluster.Superuser, db))
+	for _, r := range got {
+		if caseError(r.Case, r, true, rows[r.Case], marks["drv/"+r.Case]) == "" {
+			t.Errorf("%s passed straight against PostgreSQL: the case cannot catch a stale write", r.Case)
+		}
+	}
+	if len(got) != len(allCases) {
+		t.Errorf("ran %d cases, want %d", len(got), len(allCases))
+	}
+}
