@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test test-deps compat vet lint unit integration bench bench-pgbench bench-memory fuzz clean
+.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz clean
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -14,6 +14,7 @@ test: vet test-deps
 	$(GO) test -count=1 -p 1 -timeout 30m $(PKGS)
 
 ## test-deps: PostgreSQL and the drivers of integration/drivers (Debian packages, `pg` from npm)
+.PHONY: test-deps compat
 test-deps:
 	scripts/install-test-deps.sh
 
