@@ -6,11 +6,17 @@ PKGS := ./...
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
 
-## test: vet + unit + integration (needs PostgreSQL server binaries; see README).
+## test: vet + unit + integration (needs PostgreSQL server binaries and the
+## driver matrix's drivers: test-deps installs what is missing; see README).
 ## -p 1: packages that start their own PostgreSQL and etcd run one at a time, so
 ## that latency assertions (cancel within 1 s, loss within one renewal) hold on 2 cores.
-test: vet
+test: vet test-deps
 	$(GO) test -count=1 -p 1 -timeout 30m $(PKGS)
+
+## test-deps: PostgreSQL and the drivers of integration/drivers (Debian packages, `pg` from npm)
+.PHONY: test-deps compat
+test-deps:
+	scripts/install-test-deps.sh
 
 vet:
 	$(GO) vet $(PKGS)
@@ -40,6 +46,11 @@ bench-pgbench:
 ## bench-memory: peak RSS of `fenceproxy serve` with 200 idle sessions and a 256 MiB COPY in and out
 bench-memory:
 	$(GO) test -run '^$$' -bench 'BenchmarkMemory' -benchtime 1x -timeout 30m ./integration/
+
+## compat: pgx's own test suite (go.mod's pgx, from the module cache), direct and
+## through the proxy; prints both pass counts and the difference of the pass sets
+compat: test-deps
+	$(GO) test -tags compat -count=1 -v -timeout 90m -run TestPgxSuite ./integration/compat/
 
 ## lint: gofmt, go vet and staticcheck
 lint: vet

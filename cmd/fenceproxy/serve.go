@@ -135,9 +135,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		ln.Close()
 		return err
 	}
-	if pcfg.TLS != nil && pcfg.UpstreamTLS != pgwire.UpstreamTLSDisable {
-		log.Info("TLS on both legs: SCRAM clients connecting with TLS need channel_binding=disable (see the README)")
-	}
+	warnTLS(log, cfg.ClientTLS, pcfg)
 	stopHup := watchHangup(certs, log)
 	defer stopHup()
 	srv := pgwire.NewServer(pcfg)
@@ -206,5 +204,23 @@ func verifyStore(ctx context.Context, dsn string, log *slog.Logger) {
 		log.Warn("fence store has problems: fenced statements may fail; run fenceproxy migrate", "status", st.String())
 	default:
 		log.Info("fence store verified", "status", st.String())
+	}
+}
+
+// warnTLS logs, at start-up, what TLS to the upstream means for clients
+// (README, "TLS"): PostgreSQL's hostssl/hostnossl rules judge the proxy's
+// connection, not the client's; and SCRAM over TLS on both legs needs
+// channel_binding=disable.
+func warnTLS(log *slog.Logger, clientTLS string, pcfg pgwire.Config) {
+	if pcfg.UpstreamTLS == pgwire.UpstreamTLSDisable || pcfg.UpstreamTLS == "" {
+		return
+	}
+	if clientTLS != "require" {
+		log.Warn("upstream_tls is on but client_tls is not require: PostgreSQL's pg_hba.conf hostssl/hostnossl rules see the proxy's TLS connection, "+
+			"so a plaintext client is admitted where they would refuse it; set client_tls: require (see the README)",
+			"client_tls", clientTLS, "upstream_tls", string(pcfg.UpstreamTLS))
+	}
+	if pcfg.TLS != nil {
+		log.Info("TLS on both legs: SCRAM clients connecting with TLS need channel_binding=disable (see the README)")
 	}
 }

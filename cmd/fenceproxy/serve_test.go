@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 )
 
 func TestLoadConfigPrecedence(t *testing.T) {
@@ -54,5 +57,25 @@ func TestHelp(t *testing.T) {
 	err := run(context.Background(), []string{"nonsense"}, &out, &errOut)
 	if exitCode(err) != 2 || !strings.Contains(errOut.String(), `unknown command "nonsense"`) {
 		t.Errorf("unknown command: exit %d, stderr %q", exitCode(err), errOut.String())
+	}
+}
+
+func TestWarnTLS(t *testing.T) {
+	const hba = "hostssl/hostnossl"
+	for _, c := range []struct {
+		clientTLS string
+		upstream  pgwire.UpstreamTLS
+		want      bool
+	}{
+		{"allow", pgwire.UpstreamTLSPrefer, true},
+		{"disable", pgwire.UpstreamTLSVerifyFull, true},
+		{"require", pgwire.UpstreamTLSPrefer, false},
+		{"allow", pgwire.UpstreamTLSDisable, false},
+	} {
+		var buf bytes.Buffer
+		warnTLS(slog.New(slog.NewTextHandler(&buf, nil)), c.clientTLS, pgwire.Config{UpstreamTLS: c.upstream})
+		if got := strings.Contains(buf.String(), "level=WARN") && strings.Contains(buf.String(), hba); got != c.want {
+			t.Errorf("client_tls %s, upstream_tls %s: warned %v, want %v\n%s", c.clientTLS, c.upstream, got, c.want, buf.String())
+		}
 	}
 }

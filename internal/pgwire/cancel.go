@@ -2,7 +2,6 @@ package pgwire
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"net"
 	"sync"
 	"time"
@@ -18,6 +17,11 @@ type cancelKey struct {
 
 // cancelRegistry maps the keys the proxy hands its clients to the upstream
 // backends' real keys, so that a CancelRequest reaches the right backend.
+// A client's key carries its backend's real PID — pg_backend_pid(),
+// pg_stat_activity, NOTIFY and pg_terminate_backend agree with what the
+// client was told — and a secret of the proxy's own: the real secret never
+// leaves the proxy, so a PID read from pg_stat_activity is not enough to
+// cancel another session's query, through the proxy or at the server.
 type cancelRegistry struct {
 	mu   sync.Mutex
 	keys map[cancelKey]upstreamKey
@@ -33,19 +37,17 @@ func newCancelRegistry() cancelRegistry {
 	return cancelRegistry{keys: map[cancelKey]upstreamKey{}}
 }
 
-// register records the upstream key and returns the one to give the client.
-// Its secret has the upstream's length (protocol 3.2 allows up to 256 bytes).
+// register records the upstream key and returns the one to give the client:
+// the real PID with a new random secret of the upstream's length (protocol
+// 3.2 allows up to 256 bytes).
 func (r *cancelRegistry) register(up upstreamKey) *pgproto3.BackendKeyData {
 	secret := make([]byte, max(len(up.secret), 4))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		var b [4]byte
-		rand.Read(b[:])
 		rand.Read(secret)
-		// Keep the pid positive as an int32: clients print it as one.
-		k := cancelKey{pid: binary.BigEndian.Uint32(b[:]) & 0x7fffffff, secret: string(secret)}
-		if _, taken := r.keys[k]; taken || k.pid == 0 {
+		k := cancelKey{pid: up.pid, secret: string(secret)}
+		if _, taken := r.keys[k]; taken {
 			continue
 		}
 		r.keys[k] = up

@@ -21,9 +21,10 @@
 // cleartext, MD5 and SCRAM-SHA-256 all work without the proxy knowing a
 // password. SCRAM channel binding cannot work through a proxy (the client's
 // TLS channel is not the server's), so -PLUS mechanisms are removed from the
-// server's AuthenticationSASL. The upstream's BackendKeyData is replaced by a
-// key of the proxy's own; a CancelRequest carrying that key is forwarded to
-// the right upstream backend with the real key.
+// server's AuthenticationSASL. The client gets its backend's real process
+// ID with a secret of the proxy's own (the real secret never leaves the
+// proxy); a CancelRequest carrying that key is forwarded to the right
+// upstream backend with the real key.
 //
 // # Limits
 //

@@ -1,0 +1,107 @@
+"""asyncpg through fenceproxy: see common.py for the cases."""
+import asyncio
+
+import asyncpg
+
+from common import DB, HOST, PORT, USER, StaleAccepted, options, report, write_sql
+
+
+async def connect(**kw):
+    return await asyncpg.connect(host=HOST, port=PORT, user=USER, database=DB, **kw)
+
+
+async def three_writes(write):
+    """Token 101, stale 99 (must fail with the driver's error), 101 again."""
+    await write(101, 1)
+    try:
+        await write(99, 1000)
+    except asyncpg.PostgresError as e:
+        stale = e
+    else:
+        raise StaleAccepted("stale write was accepted")
+    await write(101, 1)
+    return stale
+
+
+async def case_set(c):
+    await c.execute("SET lock.resource = 'drv/set'")
+
+    async def write(tok, inc):
+        await c.execute(f"SET lock.fencing_token = {tok}")
+        await c.execute(write_sql("set", inc))
+    return await three_writes(write)
+
+
+async def case_comment(c):
+    return await three_writes(lambda tok, inc: c.execute(
+        f"/* fencing_token={tok} resource=drv/comment */ " + write_sql("comment", inc)))
+
+
+async def case_sqlcommenter(c):
+    return await three_writes(lambda tok, inc: c.execute(
+        write_sql("sqlcommenter", inc) + f" /*fencing_token='{tok}',resource='drv%2Fsqlcommenter'*/"))
+
+
+async def startup_case(case, settings):
+    """settings(token) is asyncpg's server_settings: startup parameters."""
+    c = await connect(server_settings=settings(101))
+    await c.execute(write_sql(case, 1))
+    await c.close()
+    c = await connect(server_settings=settings(99))
+    try:
+        try:
+            await c.execute(write_sql(case, 1000))
+        except asyncpg.PostgresError as e:
+            stale = e
+        else:
+            raise StaleAccepted("stale write was accepted")
+        await c.execute("SET lock.fencing_token = 101")
+        await c.execute(write_sql(case, 1))
+        return stale
+    finally:
+        await c.close()
+
+
+async def case_options(_):
+    return await startup_case("options", lambda tok: {"options": options("options", tok)})
+
+
+async def case_params(_):
+    return await startup_case("params", lambda tok: {"lock.fencing_token": str(tok), "lock.resource": "drv/params"})
+
+
+async def case_prepared(c):
+    await c.execute("SET lock.resource = 'drv/prepared'")
+    stmt = await c.prepare("UPDATE fenced SET v = v + $1 WHERE id = $2")
+
+    async def write(tok, inc):
+        await c.execute(f"SET lock.fencing_token = {tok}")
+        await stmt.fetch(inc, "prepared")
+    return await three_writes(write)
+
+
+async def case_setlocal(c):
+    async def write(tok, inc):
+        async with c.transaction():
+            await c.execute("SET LOCAL lock.resource = 'drv/setlocal'")
+            await c.execute(f"SET LOCAL lock.fencing_token = {tok}")
+            await c.execute(write_sql("setlocal", inc))
+    return await three_writes(write)
+
+
+CASES = {"set": case_set, "comment": case_comment, "sqlcommenter": case_sqlcommenter,
+         "options": case_options, "params": case_params, "prepared": case_prepared, "setlocal": case_setlocal}
+
+
+async def main():
+    for name, run in CASES.items():
+        c = await connect()
+        try:
+            report(name, stale=await run(c))
+        except Exception as e:  # reported, and the next case runs
+            report(name, error=e)
+        finally:
+            await c.close()
+
+if __name__ == "__main__":
+    asyncio.run(main())
