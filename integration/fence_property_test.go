@@ -152,7 +152,7 @@ func runRandomTx(conn *pgx.Conn, rng *rand.Rand, client int, res string, tok int
 	if rng.IntN(2) == 0 {
 		comment = fmt.Sprintf("/* fencing_token=%d resource=%s */ ", tok, res)
 	} else {
-		if _, err := conn.Exec(ctx, "SELECT set_config('lock.fencing_token', $1, false), set_config('lock.resource', $2, false)", strconv.FormatInt(tok, 10), res); err != nil {
+		if _, err := conn.Exec(ctx, "SELECT pg_catalog.set_config('lock.fencing_token', '"+strconv.FormatInt(tok, 10)+"', false), pg_catalog.set_config('lock.resource', '"+res+"', false)"); err != nil {
 			return err
 		}
 	}

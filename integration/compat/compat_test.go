@@ -28,14 +28,7 @@ func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 // knownDifferences are top-level tests (with all their subtests) that pass
 // direct and fail through the proxy, for a reason the README states; any
 // other difference fails TestPgxSuite.
-var knownDifferences = map[string]string{
-	"pgx TestSendBatchHandlesTimeoutBetweenParseAndDescribe": "statement_timeout fires between the client's Parse and Describe: " +
-		"the server's unsolicited ErrorResponse and ReadyForQuery do not fit the gate's reply slots, so the proxy ends the session " +
-		"(08P01 \"unmatched server reply: 'Z' in reply to message kind 4\") where PostgreSQL reports 57014 and keeps it",
-	"pgx/pgconn TestPipelineFlushWithError": "a pipeline without Sync (Flush only) whose second query fails: messages the client sends " +
-		"after the error arrived, before its Sync, are skipped by the server, but the gate still awaits their replies and ends the session " +
-		"(08P01 \"unmatched server reply: 'Z' in reply to message kind 1\")",
-}
+var knownDifferences = map[string]string{}
 
 // known reports whether name ("pkg Test/sub") is a known difference.
 func known(name string) bool {

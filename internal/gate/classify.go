@@ -98,8 +98,8 @@ type Statement struct {
 	SetsFenceSetting bool
 	// HandOver is set for the one form of statement that may set the
 	// fencing settings without a check first: SELECT of nothing but
-	// set_config calls with constant or parameter arguments, no FROM, WHERE
-	// or WITH.
+	// pg_catalog.set_config calls with uncast literal arguments, no FROM,
+	// WHERE or WITH.
 	// A new holder hands over with it while the session still carries the
 	// old token; anything more might read or write under the old one.
 	HandOver bool
@@ -350,8 +350,8 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 	return Write
 }
 
-// isHandOver reports whether sel is SELECT set_config(a, b, c) [, …] and
-// nothing else, each argument a constant or a parameter ($1), cast or not.
+// isHandOver reports whether sel is SELECT pg_catalog.set_config(a, b, c)
+// [, …] and nothing else, each argument an uncast literal.
 func isHandOver(sel *pg_query.SelectStmt) bool {
 	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
 		len(sel.TargetList) == 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil || len(sel.ValuesLists) > 0 ||
@@ -360,15 +360,15 @@ func isHandOver(sel *pg_query.SelectStmt) bool {
 	}
 	for _, t := range sel.TargetList {
 		fc := t.GetResTarget().GetVal().GetFuncCall()
-		if fc == nil || !strings.EqualFold(lastName(fc.Funcname), "set_config") || len(fc.Funcname) > 2 ||
-			len(fc.Funcname) == 2 && fc.Funcname[0].GetString_().GetSval() != "pg_catalog" || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil {
+		// Schema-qualified: an unqualified name may resolve to a user's
+		// overload. Uncast literals only: a cast (to a domain, say) or a
+		// parameter (typed at Parse) may run code.
+		if fc == nil || len(fc.Funcname) != 2 || fc.Funcname[0].GetString_().GetSval() != "pg_catalog" ||
+			fc.Funcname[1].GetString_().GetSval() != "set_config" || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil {
 			return false
 		}
 		for _, a := range fc.Args {
-			for tc := a.GetTypeCast(); tc != nil; tc = a.GetTypeCast() {
-				a = tc.Arg
-			}
-			if a.GetAConst() == nil && a.GetParamRef() == nil {
+			if a.GetAConst() == nil {
 				return false
 			}
 		}

@@ -19,7 +19,9 @@ const (
 	msgCannotFenceFn  = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
 	msgReserved       = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
 	msgSetAndWrite    = "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write, because its write would not be checked with the new value; set them in a statement of their own"
-	msgLexChanged     = "fenceproxy: cannot fence this statement: it was prepared while standard_conforming_strings or client_encoding was changing, or under other values than now, and it holds a backslash or a non-ASCII byte the server may have read differently; send Sync after changing those settings and prepare it again"
+	msgLexChanged     = "fenceproxy: cannot fence this text: standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently; send Sync after changing those settings (and prepare the statement again)"
+	codeInvalidName   = "42602" // invalid_name
+	msgNameEncoding   = "fenceproxy: a statement, portal or cursor name with non-ASCII characters cannot be matched exactly as the server keys it when client_encoding is not UTF8; use ASCII names or client_encoding UTF8"
 	msgFunctionCall   = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
 	msgUnknownStmtFmt = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
 )
@@ -56,7 +58,7 @@ type analysis struct {
 // forwarded, and a probe after it asks the server whether it set a token.
 func (s *Session) analyze(sql string) analysis {
 	matters := mayMatter(sql)
-	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0) {
+	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0 && s.unit.key.covers(s.sessionKey())) {
 		// It cannot set a token, carry a directive, end the transaction or
 		// touch schema fence; and either nothing in the session is fenced,
 		// or its transaction has passed a check that it cannot undo.
@@ -143,6 +145,9 @@ func keyOf(a hwm.CheckArgs) checkKey {
 func (s *Session) decideOne(st, run *Statement) action {
 	if reserved(st.Name) {
 		return raise(codeReservedName, msgReserved)
+	}
+	if s.nameUnsafe(st.Name) {
+		return raise(codeInvalidName, msgNameEncoding)
 	}
 	if st.Prepared != nil { // PREPARE x AS …: nothing runs yet
 		if st.TouchesFence {
@@ -240,6 +245,27 @@ func (s *Session) after(st *Statement) {
 	if st.SetsLexing {
 		s.unit.lexing = true
 	}
+}
+
+// nameUnsafe reports whether the server may key name otherwise than the
+// proxy does: it converts a name from client_encoding before truncating it
+// to 63 bytes, and the proxy truncates the client's bytes.
+func (s *Session) nameUnsafe(name string) bool {
+	if s.settings.encoding == "UTF8" || !s.fencingPossible() {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionKey is the check a statement without directives gets in a session
+// that guards no table: the session's token and resource, advancing.
+func (s *Session) sessionKey() checkKey {
+	return keyOf(hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: true})
 }
 
 // opaqueRun stands for a statement whose text the proxy cannot know: it is

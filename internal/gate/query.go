@@ -14,6 +14,13 @@ func (s *Session) query(sql string) Decision {
 		return d
 	}
 	s.beginUnit()
+	if s.unit.lexing && lexRisky(sql) && s.fencingPossible() {
+		// Inside an open extended sequence whose earlier message changed
+		// standard_conforming_strings or client_encoding: the server's
+		// answer comes only at Sync.
+		r := refusal{codeCannotFence, msgLexChanged}
+		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
+	}
 	an := s.analyze(sql)
 	if an.wait || an.a != nil && s.mustWait(an.a) {
 		return Decision{Wait: true}

@@ -130,13 +130,16 @@ func truncName(name string) string {
 
 // Client decides about one client message.
 func (s *Session) Client(m Msg) Decision {
-	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
 	if s.skipping {
 		if m.Type != 'S' {
 			return Decision{} // discarded by the server, unanswered
 		}
 		s.skipping = false
 	}
+	if s.nameUnsafe(m.Name) || s.nameUnsafe(m.Portal) {
+		return s.refuseExtended(refusal{codeInvalidName, msgNameEncoding})
+	}
+	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
 	d := s.client(m)
 	if d.Wait && s.extOpen {
 		// The server answers the open sequence's messages only at a Sync

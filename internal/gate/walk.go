@@ -236,6 +236,11 @@ func (w *walker) modifies(rv *pg_query.RangeVar) {
 	w.dml++
 	if rv != nil {
 		w.writes = append(w.writes, tableRef(rv))
+		// pg_settings' rules call set_config: any setting may change,
+		// ours and the lexing ones, without the text naming it.
+		if rv.Relname == "pg_settings" && (rv.Schemaname == "" || rv.Schemaname == "pg_catalog") {
+			w.setsFence, w.setsLexing, w.opaque = true, true, true
+		}
 	}
 }
 
@@ -339,6 +344,10 @@ func mentionsFence(s string) bool { return containsFold(s, fenceSchema) }
 // ('x'::text).
 func constString(n *pg_query.Node) (string, bool) {
 	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
+		// Other casts change the value ('lock.fencing_tokenXX'::varchar(18)).
+		if t := lastName(tc.GetTypeName().GetNames()); t != "text" || len(tc.GetTypeName().GetTypmods()) > 0 || tc.GetTypeName().GetArrayBounds() != nil {
+			return "", false
+		}
 		n = tc.Arg
 	}
 	c := n.GetAConst()
