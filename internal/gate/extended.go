@@ -156,7 +156,11 @@ func (s *Session) execute(portal string) Decision {
 func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 	switch act.kind {
 	case actCheck:
-		return s.injectCheck(act.args)
+		var msgs []pgproto3.FrontendMessage
+		for _, c := range act.checks() {
+			msgs = append(msgs, s.injectCheck(c)...)
+		}
+		return msgs
 	case actRaise:
 		return s.injectRaise(hwm.AppendRaise(nil, act.refuse.code, act.refuse.message))
 	}

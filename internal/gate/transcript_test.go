@@ -150,7 +150,7 @@ func TestTranscripts(t *testing.T) {
 			{send: q("UPDATE t SET v = 1"), up: "Q(CALL fence.check('', '', '', '', false, true); UPDATE t SET v = 1)"},
 		}},
 		{name: "guard_refuses_unparsable", cfg: func() *Config {
-			return &Config{Tables: map[string]Protection{"public.t": {Resource: "r", RequireToken: true}}}
+			return &Config{Tables: map[TableRef]Protection{{Schema: "public", Name: "t"}: {Resource: "r", RequireToken: true}}}
 		}, steps: []step{
 			{send: q("UPDATE t SET system_user = 'x'"), up: "Q(" + raiseText(codeCannotParse, `fenceproxy: cannot fence the statement: the proxy's parser (PostgreSQL 17 grammar) rejects it: syntax error at or near "system_user"; if the server accepts it, quote the identifier that newer PostgreSQL reserves`) + ")"},
 		}},
