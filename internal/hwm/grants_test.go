@@ -22,7 +22,7 @@ func TestGrants(t *testing.T) {
 			super := db.super(t)
 			ctx := t.Context()
 			role := "app_" + db.name
-			setup := []string{"CREATE ROLE " + role + " LOGIN", "GRANT fence_client TO " + role}
+			setup := []string{"CREATE ROLE " + role + " LOGIN"}
 			if defaults {
 				setup = append(setup,
 					"ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO "+role,
@@ -36,6 +36,9 @@ func TestGrants(t *testing.T) {
 				}
 			}
 			if _, err := hwm.Migrate(ctx, session{super}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := super.Exec(ctx, "GRANT fence_client TO "+role); err != nil {
 				t.Fatal(err)
 			}
 			if st, err := hwm.Status(ctx, session{super}); err != nil || !st.OK() {

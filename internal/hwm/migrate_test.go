@@ -154,6 +154,12 @@ func TestStatusProblems(t *testing.T) {
 			want: "fence schema version 3: roles other than the owner may write fence.hwm: PUBLIC, status_w"},
 		{name: "schema creatable", setup: []string{"GRANT CREATE ON SCHEMA fence TO PUBLIC"},
 			want: "fence schema version 3: roles other than the owner may create objects in schema fence: PUBLIC"},
+		{name: "check to PUBLIC", setup: []string{"GRANT EXECUTE ON PROCEDURE fence.check TO PUBLIC"},
+			want: "fence schema version 3: PUBLIC may execute fence.check: any role can raise a mark; REVOKE EXECUTE ON PROCEDURE fence.check(text, text, text, text, boolean, boolean) FROM PUBLIC and GRANT fence_client to the application roles"},
+		{name: "passed not definer", setup: []string{"ALTER FUNCTION fence.passed(text) SECURITY INVOKER"},
+			want: "fence schema version 3: fence.passed or fence.guard differs from version 3's (fence.passed must be SECURITY DEFINER): the database guard cannot be trusted"},
+		{name: "guard routine dropped", setup: []string{"DROP FUNCTION fence.drop_guard()"},
+			want: "fence schema version 3: guard routines missing: fence.drop_guard()"},
 		{name: "old version", setup: []string{"DELETE FROM fence.schema_version"},
 			want: "fence schema version 0: schema fence exists but has no fence.schema_version: not made by fenceproxy migrate"},
 	}
