@@ -127,6 +127,19 @@ func (r *runner) exec(ctx context.Context, sql string, args ...any) error {
 	return nil
 }
 
+// change runs a DELETE or INSERT and records it only when it changed rows,
+// so that a second run reports nothing.
+func (r *runner) change(ctx context.Context, sql string, args ...any) error {
+	var n int64
+	if err := r.q.QueryRow(ctx, "WITH x AS ("+sql+" RETURNING 1) SELECT pg_catalog.count(*)::int8 FROM x", args...).Scan(&n); err != nil {
+		return fmt.Errorf("protect: %s: %w", firstLine(sql), err)
+	}
+	if n > 0 {
+		r.rep.SQL = append(r.rep.SQL, withArgs(sql, args))
+	}
+	return nil
+}
+
 func (r *runner) note(format string, args ...any) {
 	r.rep.Notes = append(r.rep.Notes, fmt.Sprintf(format, args...))
 }
@@ -142,12 +155,12 @@ func (r *runner) install(ctx context.Context, entries []Entry) error {
 	for _, t := range tables {
 		oids = append(oids, t.oid)
 	}
-	err = r.exec(ctx, "DELETE FROM fence.protected WHERE resource IS NOT NULL AND NOT (relid = ANY ($1::oid[]))", "{"+strings.Join(oids, ",")+"}")
+	err = r.change(ctx, "DELETE FROM fence.protected WHERE resource IS NOT NULL AND NOT (relid = ANY ($1::oid[]))", "{"+strings.Join(oids, ",")+"}")
 	if err != nil {
 		return err
 	}
 	for _, t := range tables {
-		err := r.exec(ctx, `INSERT INTO fence.protected AS p (relid, resource, resources, configured) VALUES ($1::oid, $2, ARRAY[$2], $3)
+		err := r.change(ctx, `INSERT INTO fence.protected AS p (relid, resource, resources, configured) VALUES ($1::oid, $2, ARRAY[$2], $3)
 	ON CONFLICT (relid) DO UPDATE SET resource = excluded.resource, resources = excluded.resources, configured = excluded.configured, updated_at = pg_catalog.now()
 	WHERE (p.resource, p.configured) IS DISTINCT FROM (excluded.resource, excluded.configured)`, t.oid, t.resource, t.name)
 		if err != nil {
@@ -163,7 +176,7 @@ func (r *runner) install(ctx context.Context, entries []Entry) error {
 // remove empties the registry, drops every guard trigger and the event
 // triggers.
 func (r *runner) remove(ctx context.Context) error {
-	if err := r.exec(ctx, "DELETE FROM fence.protected"); err != nil {
+	if err := r.change(ctx, "DELETE FROM fence.protected"); err != nil {
 		return err
 	}
 	if err := r.sync(ctx); err != nil {
