@@ -394,3 +394,42 @@ func TestProtectRefusesUnknownNames(t *testing.T) {
 		t.Fatalf("lower-case name of \"Mixed\": err = %v", err)
 	}
 }
+
+// TestProtectAsOwner: a role that is not a superuser but owns the tables
+// and may write the registry installs the triggers, and says the event
+// triggers are missing.
+func TestProtectAsOwner(t *testing.T) {
+	pg := harness.Postgres(t)
+	n := dbSeq.Add(1)
+	db, owner := fmt.Sprintf("guard_%d", n), fmt.Sprintf("guard_owner_%d", n)
+	ctx := t.Context()
+	if err := harness.Exec(ctx, pg.DSN(pgcluster.Superuser, "postgres"), "CREATE DATABASE "+db, "CREATE ROLE "+owner+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	e := env{pg: pg, name: db}
+	super := e.connect(t, pgcluster.Superuser)
+	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: super}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.Exec(ctx, "GRANT CREATE ON SCHEMA public TO "+owner+"; GRANT ALL ON fence.protected TO "+owner); err != nil {
+		t.Fatal(err)
+	}
+	c := e.connect(t, owner)
+	if _, err := c.Exec(ctx, "CREATE TABLE jobs (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "not a superuser") {
+		t.Fatalf("notes: %q", rep.Notes)
+	}
+	if _, err := c.Exec(ctx, "INSERT INTO jobs VALUES (1)"); code(t, err) != "55Z02" {
+		t.Fatalf("owner's unchecked write: %v", err)
+	}
+	v, err := guard.Verify(ctx, pgxhwm.Querier{Conn: c}, entries[:1])
+	if err != nil || !v.OK() || len(v.Notes) != 1 {
+		t.Fatalf("Verify: %+v, %v", v, err)
+	}
+}
