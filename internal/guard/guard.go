@@ -1,15 +1,3 @@
-// Package guard installs, removes and verifies the database guard of
-// fenceproxy protect (DESIGN.md "Fail closed", rule 8): a statement-level
-// trigger fence_guard on every protected table, its partitions and
-// inheritance children, and its ancestors, that refuses a write (55Z02)
-// unless this transaction has passed a fence check for the table's
-// resource; and, when the role is a superuser, event triggers that refuse
-// DDL on those tables without a check and guard new partitions.
-//
-// The SQL lives in the fence schema (internal/hwm, migration 3): the
-// registry fence.protected and the routines fence.sync, fence.refresh,
-// fence.guard. This package resolves configured names to tables, writes the
-// registry rows of the configured tables and calls fence.sync.
 package guard
 
 import (

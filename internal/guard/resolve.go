@@ -3,7 +3,6 @@ package guard
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 )
@@ -68,6 +67,3 @@ func resolve(ctx context.Context, q hwm.Querier, e Entry) ([]table, error) {
 	}
 	return out, nil
 }
-
-// joinNames lists names for a message.
-func joinNames(names []string) string { return strings.Join(names, ", ") }
