@@ -20,6 +20,7 @@ var guardedTables = map[gate.TableRef]gate.Protection{
 	{Schema: "public", Name: "events"}: {Resource: "ev", RequireToken: true},
 	{Name: "child"}:                    {Resource: "kids", RequireToken: true},
 	{Schema: "public", Name: "softt"}:  {Resource: "soft"},
+	{Schema: "sch", Name: "items"}:     {Resource: "items", RequireToken: true},
 }
 
 // newGuardedEnv is newFencedEnv with tables that reach the protected ones
@@ -41,7 +42,9 @@ func newGuardedEnv(t *testing.T) (e *env, viaProxy, direct string) {
 		CREATE VIEW jobs_v AS SELECT * FROM jobs;
 		INSERT INTO parent VALUES (1), (2); INSERT INTO child VALUES (1, 1), (2, 2);`,
 		"CREATE ROLE "+app+" LOGIN", "GRANT fence_client TO "+app,
-		"GRANT ALL ON ALL TABLES IN SCHEMA public TO "+app)
+		"GRANT ALL ON ALL TABLES IN SCHEMA public TO "+app,
+		"GRANT CREATE ON DATABASE "+e.db+" TO "+app,
+		"CREATE SCHEMA sch AUTHORIZATION "+app, "CREATE TABLE sch.items (id int)", "ALTER TABLE sch.items OWNER TO "+app)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +152,31 @@ func TestGuardBypassingProxy(t *testing.T) {
 	s := connect(t, e.pg.DSN(stranger, e.db), pgx.QueryExecModeExec)
 	_, err := s.Exec(t.Context(), "CALL fence.check('9223372036854775807', 'jobs', '', '', false, true)")
 	wantCode(t, err, "42501")
+}
+
+// TestGuardDDLThroughProxy: DDL the text guard does not read (COMMENT, a
+// schema's rename or drop, DROP OWNED BY) is refused by the event triggers
+// without a check; after a checked rename, a write under the new name is
+// still guarded.
+func TestGuardDDLThroughProxy(t *testing.T) {
+	e, viaProxy, _ := newGuardedEnv(t)
+	c := connect(t, viaProxy, pgx.QueryExecModeSimpleProtocol)
+	for _, stmt := range []string{
+		"COMMENT ON TABLE sch.items IS 'x'",
+		"ALTER SCHEMA sch RENAME TO sch2",
+		"DROP SCHEMA sch CASCADE",
+		"DROP OWNED BY app_" + e.db + " CASCADE",
+	} {
+		_, err := c.Exec(t.Context(), stmt)
+		wantCode(t, err, "55Z02")
+	}
+	mustExec(t, c, "SET lock.fencing_token = '3'")
+	mustExec(t, c, "/* resource=items */ ALTER SCHEMA sch RENAME TO sch2")
+	mustExec(t, c, "RESET lock.fencing_token")
+	_, err := c.Exec(t.Context(), "INSERT INTO sch2.items VALUES (1)") // the text guard knows only sch.items
+	wantCode(t, err, "55Z02")
+	var n int
+	if err := connect(t, e.direct(), pgx.QueryExecModeExec).QueryRow(t.Context(), "SELECT count(*) FROM sch2.items").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("sch2.items has %d rows (%v), want 0", n, err)
+	}
 }
