@@ -92,13 +92,12 @@ func printReport(w io.Writer, rep guard.Report, dryRun, remove bool) {
 	}
 }
 
-// guardEntries lists the configured tables that require a token.
+// guardEntries lists the configured tables: those that require a token get
+// the guard; every name must match a table.
 func guardEntries(cfg config.Config) []guard.Entry {
 	var out []guard.Entry
 	for _, t := range cfg.Tables() {
-		if t.RequireToken {
-			out = append(out, guard.Entry{Schema: t.Table.Schema, Name: t.Table.Name, Resource: t.Resource, Where: t.Where})
-		}
+		out = append(out, guard.Entry{Schema: t.Table.Schema, Name: t.Table.Name, Resource: t.Resource, Where: t.Where, Unguarded: !t.RequireToken})
 	}
 	return out
 }

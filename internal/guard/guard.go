@@ -15,6 +15,9 @@ type Entry struct {
 	Name     string
 	Resource string
 	Where    string // "file:line", for errors
+	// Unguarded is a table with require_token: false: its name must match
+	// a table, but it gets no trigger.
+	Unguarded bool
 }
 
 func (e Entry) String() string {
@@ -135,10 +138,11 @@ func (r *runner) note(format string, args ...any) {
 // install writes the registry rows of entries, syncs the triggers and
 // creates the event triggers.
 func (r *runner) install(ctx context.Context, entries []Entry) error {
-	tables, err := resolveAll(ctx, r.q, entries)
+	all, err := resolveAll(ctx, r.q, entries)
 	if err != nil {
 		return err
 	}
+	tables := guarded(all)
 	var oids []string
 	for _, t := range tables {
 		oids = append(oids, t.oid)
@@ -277,3 +281,14 @@ func withArgs(sql string, args []any) string {
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// guarded drops the tables that get no trigger.
+func guarded(all []table) []table {
+	var out []table
+	for _, t := range all {
+		if !t.unguarded {
+			out = append(out, t)
+		}
+	}
+	return out
+}

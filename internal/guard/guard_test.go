@@ -393,6 +393,19 @@ func TestProtectRefusesUnknownNames(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:13") {
 		t.Fatalf("lower-case name of \"Mixed\": err = %v", err)
 	}
+	// A table without require_token gets no trigger, but its name must match.
+	unguarded := guard.Entry{Schema: "public", Name: "sofft", Resource: "soft", Where: "proxy.yaml:14", Unguarded: true}
+	_, err = guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{})
+	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:14") {
+		t.Fatalf("unguarded typo: err = %v", err)
+	}
+	unguarded.Name = "softt"
+	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := super.QueryRow(t.Context(), "SELECT count(*) FROM pg_trigger WHERE tgname = 'fence_guard' AND tgrelid = 'softt'::regclass").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("softt has %d guard triggers (%v), want none", n, err)
+	}
 }
 
 // TestProtectAsOwner: a role that is not a superuser but owns the tables

@@ -9,10 +9,11 @@ import (
 
 // table is an entry resolved to one relation.
 type table struct {
-	oid      string // pg_class oid, decimal
-	name     string // schema-qualified, as regclass prints it
-	resource string
-	where    string
+	oid       string // pg_class oid, decimal
+	name      string // schema-qualified, as regclass prints it
+	resource  string
+	where     string
+	unguarded bool
 }
 
 // resolveQuery finds the relations an entry names: schema and name exact;
@@ -63,7 +64,7 @@ func resolve(ctx context.Context, q hwm.Querier, e Entry) ([]table, error) {
 		if kinds[i] != "r" && kinds[i] != "p" {
 			return nil, fmt.Errorf("%s: %s is not a table (relkind %s): only tables and partitioned tables can be protected", e.Where, names[i], kinds[i])
 		}
-		out = append(out, table{oid: oids[i], name: names[i], resource: e.Resource, where: e.Where})
+		out = append(out, table{oid: oids[i], name: names[i], resource: e.Resource, where: e.Where, unguarded: e.Unguarded})
 	}
 	return out, nil
 }

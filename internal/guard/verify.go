@@ -31,7 +31,7 @@ func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, 
 		return v, err
 	}
 	if ver < 3 {
-		if len(entries) > 0 {
+		if len(guardedEntries(entries)) > 0 {
 			problem("the fence store is at version %d; the database guard needs version 3: run fenceproxy migrate, then fenceproxy protect", ver)
 		}
 		return v, nil
@@ -46,7 +46,7 @@ func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, 
 		if err != nil {
 			return v, err
 		}
-		tables = append(tables, ts...)
+		tables = append(tables, guarded(ts)...)
 	}
 	if err := compareRegistry(ctx, q, tables, problem); err != nil {
 		return v, err
@@ -120,4 +120,14 @@ func staleTriggers(ctx context.Context, q hwm.Querier, problem func(string, ...a
 func isQueryErr(err error) bool {
 	var s interface{ SQLState() string }
 	return errors.As(err, &s)
+}
+
+func guardedEntries(entries []Entry) []Entry {
+	var out []Entry
+	for _, e := range entries {
+		if !e.Unguarded {
+			out = append(out, e)
+		}
+	}
+	return out
 }
