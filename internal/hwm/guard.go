@@ -59,6 +59,13 @@ const protectedTable = `CREATE TABLE fence.protected (
 // (xmax or xmin is our xid; a row version we wrote also has updated_at =
 // now(), our transaction's start, which tells it from a frozen row whose
 // original xmin has the same low 32 bits, 2^32 transactions ago).
+// xmax is compared as a plain xid: it is never a MultiXact on a visible
+// row of fence.hwm, because only fence routines lock those rows, always FOR
+// NO KEY UPDATE (which two transactions cannot share; one transaction
+// locking again keeps its lock), and the locking clauses that could share
+// one (FOR KEY SHARE, FK checks) need privileges or references nobody else
+// has. A lock-only xmax older than 2^32 transactions cannot remain: freezing
+// removes it before the xid could come round.
 // A version made by one of our subtransactions is "in progress" (other
 // sessions' uncommitted versions are invisible). A lock taken in a
 // subtransaction (or shared as a MultiXact) is tested by locking the row
