@@ -59,19 +59,14 @@ const protectedTable = `CREATE TABLE fence.protected (
 // (xmax or xmin is our xid; a row version we wrote also has updated_at =
 // now(), our transaction's start, which tells it from a frozen row whose
 // original xmin has the same low 32 bits, 2^32 transactions ago).
-// xmax is compared as a plain xid: it is never a MultiXact on a visible
-// row of fence.hwm, because only fence routines lock those rows, always FOR
-// NO KEY UPDATE (which two transactions cannot share; one transaction
-// locking again keeps its lock), and the locking clauses that could share
-// one (FOR KEY SHARE, FK checks) need privileges or references nobody else
-// has. A lock-only xmax older than 2^32 transactions cannot remain: freezing
-// removes it before the xid could come round.
-// A version made by one of our subtransactions is "in progress" (other
-// sessions' uncommitted versions are invisible). A lock taken in a
-// subtransaction (or shared as a MultiXact) is tested by locking the row
-// NOWAIT in a block that is always rolled back: another holder fails at
-// once; if we already hold the lock, heap_lock_tuple leaves xmax as it was;
-// otherwise the block took a new lock (xmax changes), and undoes it.
+// xmax is compared as a plain xid. It can be a MultiXact id only after a
+// transaction locked the row and then raised the token in a savepoint it
+// rolled back (lock + aborted update); that id stays on the row until the
+// next check of the resource replaces it. A transaction whose own xid equals
+// that number in its low 32 bits would pass the fast path without a check:
+// a known, narrow residual (the two counters are independent). A lock-only
+// xmax older than 2^32 transactions cannot remain: freezing removes it
+// before the xid could come round.
 const passedBody = `
 DECLARE
 	v_top   bigint := pg_catalog.pg_current_xact_id_if_assigned()::text::int8;
