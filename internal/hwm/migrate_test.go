@@ -192,3 +192,36 @@ func TestStatusProblems(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateAsOwner migrates as a dedicated role that is not a superuser,
+// as docs/fence-store.md recommends: it needs CREATE on the database and,
+// on PostgreSQL 15 and later, SET on the parameter fence.allow_lowering
+// (fence.set_mark's SET clause); fence_client exists already (roles belong
+// to the cluster).
+func TestMigrateAsOwner(t *testing.T) {
+	db := newDB(t)
+	super := db.super(t)
+	ctx := t.Context()
+	owner := "owner_" + db.name
+	var version int
+	if err := super.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	setup := []string{"CREATE ROLE " + owner + " LOGIN", "GRANT CREATE ON DATABASE " + db.name + " TO " + owner,
+		"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'fence_client') THEN CREATE ROLE fence_client NOLOGIN; END IF; END$$"}
+	if version >= 150000 {
+		setup = append(setup, "GRANT SET ON PARAMETER fence.allow_lowering TO "+owner)
+	}
+	for _, s := range setup {
+		if _, err := super.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := session{db.connect(t, owner)}
+	if _, err := hwm.Migrate(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := hwm.Status(ctx, q); err != nil || !st.OK() {
+		t.Fatalf("status as the owner: %v, %v", st, err)
+	}
+}
