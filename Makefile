@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory fuzz fuzz-diff clean chaos
+.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory bench-guard fuzz fuzz-diff clean chaos
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -42,6 +42,11 @@ chaos:
 ## bench-pgbench: pgbench select-only -c 16, direct vs through the proxy, same run
 bench-pgbench:
 	$(GO) test -run '^$$' -bench 'BenchmarkPgbench' -benchtime 3x -timeout 30m ./integration/
+
+## bench-guard: the database guard's cost (fenceproxy protect): pgbench tpcb-like and a
+## 100,000-row COPY, guard on vs off, median of 5 alternating runs
+bench-guard:
+	$(GO) test -run '^$$' -bench 'BenchmarkGuardCost' -benchtime 5x -timeout 30m ./integration/
 
 ## bench-memory: peak RSS of `fenceproxy serve` with 200 idle sessions and a 256 MiB COPY in and out
 bench-memory:

@@ -69,6 +69,11 @@ type Config struct {
 	// ShutdownTimeout is how long SIGTERM waits for sessions in a
 	// transaction before closing them with 57P01 (default 30s).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	// GuardVerify is what serve does when admin_dsn is set and the
+	// database guard (fenceproxy protect) does not match resources:
+	// "warn" (default: log it) or "strict" (refuse to start).
+	GuardVerify string `yaml:"guard_verify"`
 }
 
 // Resource is one entry of Config.Resources.
@@ -76,11 +81,16 @@ type Resource struct {
 	// Name is the resource whose high-water mark fences the tables.
 	Name string `yaml:"name"`
 	// Tables are "schema.table", or "table" for a table of that name in
-	// any schema. Names are case-folded as PostgreSQL folds unquoted ones.
+	// any schema, with PostgreSQL's identifier rules: unquoted names fold
+	// to lower case, quoted ones (public."Jobs") are kept exactly, and a
+	// name longer than 63 bytes is refused (PostgreSQL would truncate it).
 	Tables []string `yaml:"tables"`
 	// RequireToken refuses writes to the tables without a fencing token
 	// (SQLSTATE 55Z02): the legacy guard.
 	RequireToken bool `yaml:"require_token"`
+
+	lines  []int  // the file line of each table, when parsed from YAML
+	source string // the file it was parsed from
 }
 
 // Default returns the configuration used when nothing overrides it.
@@ -89,6 +99,8 @@ func Default() Config {
 		Listen:   "127.0.0.1:6432",
 		Upstream: "127.0.0.1:5432",
 		Reads:    "advance",
+
+		GuardVerify: "warn",
 
 		ClientTLS:   "allow",
 		UpstreamTLS: "prefer",
@@ -127,6 +139,9 @@ func (c *Config) Parse(name string, data []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(c)
+	for k := range c.Resources {
+		c.Resources[k].source = name
+	}
 	if err == nil || errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -186,23 +201,32 @@ func (c *Config) Validate() error {
 	if err := c.validateLimits(); err != nil {
 		return err
 	}
-	seen := map[string]string{}
-	for i, r := range c.Resources {
+	if c.GuardVerify != "warn" && c.GuardVerify != "strict" {
+		return fmt.Errorf("config: guard_verify: %q is neither \"warn\" nor \"strict\"", c.GuardVerify)
+	}
+	return c.validateResources()
+}
+
+// validateResources checks every resource and table name; a table listed
+// twice is an error, naming both places.
+func (c *Config) validateResources() error {
+	seen := map[Table]string{}
+	for k, r := range c.Resources {
 		if r.Name == "" {
-			return fmt.Errorf("config: resources[%d]: name is required", i)
+			return fmt.Errorf("config: resources[%d]: name is required", k)
 		}
 		if len(r.Tables) == 0 {
-			return fmt.Errorf("config: resources[%d] (%s): tables is empty", i, r.Name)
+			return fmt.Errorf("config: resources[%d] (%s): tables is empty", k, r.Name)
 		}
-		for _, t := range r.Tables {
-			name, err := TableName(t)
+		for i := range r.Tables {
+			t, where, err := c.TableAt(k, i)
 			if err != nil {
-				return fmt.Errorf("config: resources[%d] (%s): %w", i, r.Name, err)
+				return fmt.Errorf("config: %s: %w", where, err)
 			}
-			if other, dup := seen[name]; dup {
-				return fmt.Errorf("config: table %s is listed under both resource %q and %q", name, other, r.Name)
+			if other, dup := seen[t]; dup {
+				return fmt.Errorf("config: %s: table %s is listed under both resource %q and %q", where, t, other, r.Name)
 			}
-			seen[name] = r.Name
+			seen[t] = r.Name
 		}
 	}
 	return nil
@@ -253,22 +277,6 @@ func (c *Config) validateLimits() error {
 		}
 	}
 	return nil
-}
-
-// TableName normalizes a configured table name: "schema.table" or "table",
-// folded to lower case.
-func TableName(t string) (string, error) {
-	name := strings.ToLower(strings.TrimSpace(t))
-	parts := strings.Split(name, ".")
-	if len(parts) > 2 {
-		return "", fmt.Errorf("table %q: want schema.table or table", t)
-	}
-	for _, p := range parts {
-		if p == "" || strings.ContainsAny(p, " \t\"'") {
-			return "", fmt.Errorf("table %q: want schema.table or table (unquoted)", t)
-		}
-	}
-	return name, nil
 }
 
 func checkAddr(key, addr string) error {

@@ -145,3 +145,69 @@ func TestValidateTLSAndLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestTableNames(t *testing.T) {
+	long := strings.Repeat("x", 64)
+	good := []struct {
+		in   string
+		want Table
+		str  string
+	}{
+		{"Jobs", Table{Name: "jobs"}, "jobs"},
+		{` public . "Jobs"`, Table{}, ""}, // blanks around the dot: refused below
+		{`public."Jobs"`, Table{Schema: "public", Name: "Jobs"}, `public."Jobs"`},
+		{`"My Schema"."a.b"`, Table{Schema: "My Schema", Name: "a.b"}, `"My Schema"."a.b"`},
+		{`"say ""hi"""`, Table{Name: `say "hi"`}, `"say ""hi"""`},
+		{"App.T_1$", Table{Schema: "app", Name: "t_1$"}, `app."t_1$"`},
+		{strings.Repeat("y", 63), Table{Name: strings.Repeat("y", 63)}, strings.Repeat("y", 63)},
+	}
+	for _, tt := range good {
+		got, err := ParseTable(tt.in)
+		if tt.str == "" {
+			if err == nil {
+				t.Errorf("%q: parsed as %+v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want || got.String() != tt.str {
+			t.Errorf("%q = %+v %q, %v; want %+v %q", tt.in, got, got.String(), err, tt.want, tt.str)
+		}
+	}
+	for in, want := range map[string]string{
+		long:             "PostgreSQL truncates names to 63 bytes",
+		`"` + long + `"`: "PostgreSQL truncates names to 63 bytes",
+		"a.b.c":          "want schema.table",
+		`public."Jobs`:   "unterminated quoted identifier",
+		`""`:             "empty quoted identifier",
+		"my table":       "quote names with other characters",
+		"1abc":           "quote names with other characters",
+	} {
+		if _, err := ParseTable(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestTableLines(t *testing.T) {
+	yaml := "resources:\n  - name: a\n    tables:\n      - public.\"Jobs\"\n      - " + strings.Repeat("x", 64) + "\n"
+	c := Default()
+	if err := c.Parse("f.yaml", []byte(yaml)); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "config: f.yaml:5: table") {
+		t.Fatalf("Validate = %v, want it to name f.yaml:5", err)
+	}
+	c.Resources[0].Tables = c.Resources[0].Tables[:1]
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := c.Tables()
+	if len(got) != 1 || got[0].Table != (Table{Schema: "public", Name: "Jobs"}) || got[0].Where != "f.yaml:4" || got[0].Resource != "a" {
+		t.Fatalf("Tables() = %+v", got)
+	}
+	c.GuardVerify = "loud"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "guard_verify") {
+		t.Fatalf("Validate = %v, want a guard_verify error", err)
+	}
+}

@@ -19,11 +19,11 @@ func TestMigrateAndHWMCommands(t *testing.T) {
 		return string(out), err
 	}
 	out, err := fp("migrate", "--dsn", dsn)
-	if err != nil || !strings.Contains(out, "installed fence schema version 2") {
+	if err != nil || !strings.Contains(out, "installed fence schema version 3") {
 		t.Fatalf("first migrate: %v\n%s", err, out)
 	}
 	out, err = fp("migrate", "--dsn", dsn)
-	if err != nil || !strings.Contains(out, "already at version 2") {
+	if err != nil || !strings.Contains(out, "already at version 3") {
 		t.Fatalf("second migrate: %v\n%s", err, out)
 	}
 	if out, err = fp("hwm", "--dsn", dsn, "set", "orders/42", "42"); err != nil || !strings.Contains(out, "high-water mark 42") {

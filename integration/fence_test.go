@@ -356,8 +356,8 @@ func TestMalformedTokens(t *testing.T) {
 }
 
 func TestLegacyGuard(t *testing.T) {
-	e := newFencedEnv(t, &gate.Config{Tables: map[string]gate.Protection{
-		"public.invoices": {Resource: "billing", RequireToken: true},
+	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
+		{Schema: "public", Name: "invoices"}: {Resource: "billing", RequireToken: true},
 	}})
 	for name, mode := range modes {
 		t.Run(name, func(t *testing.T) {

@@ -447,7 +447,7 @@ func TestReviewParseUnderOldSettings(t *testing.T) {
 // no token for the protected table: the write lands without one (55Z02
 // expected).
 func TestReviewFetchRunsWritePortal(t *testing.T) {
-	e := newFencedEnv(t, &gate.Config{Tables: map[string]gate.Protection{"public.accounts": {Resource: "acct/1", RequireToken: true}}})
+	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{{Schema: "public", Name: "accounts"}: {Resource: "acct/1", RequireToken: true}}})
 	conn := readyConn(t, e, "review-fetch-portal")
 	fe := pgproto3.NewFrontend(conn, conn)
 	fe.Send(&pgproto3.Query{String: "BEGIN"})

@@ -31,6 +31,8 @@ Usage:
   fenceproxy demo [--keep]     see fencing refuse a stale write, with nothing to set up
   fenceproxy serve [flags]     run the PostgreSQL wire-protocol proxy
   fenceproxy migrate --dsn DSN install or upgrade the fence store in a database
+  fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove]
+                               install the database guard on protected tables
   fenceproxy hwm list|get|set  inspect or repair high-water marks
   fenceproxy lock run NAME -- CMD [ARGS...]
                                run a program under a lock, with its fencing token
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, rest, os.Getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, os.Getenv, stdout, stderr)
+	case "protect":
+		return runProtect(ctx, rest, os.Getenv, stdout, stderr)
 	case "hwm":
 		return runHWM(ctx, rest, os.Getenv, stdout, stderr)
 	case "lock":

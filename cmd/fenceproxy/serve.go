@@ -111,6 +111,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	if cfg.AdminDSN != "" {
 		verifyStore(ctx, cfg.AdminDSN, log)
+		if err := verifyGuard(ctx, cfg, log); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -174,13 +177,11 @@ func fencingConfig(cfg config.Config) *gate.Config {
 		Analyzer:        gate.NewAnalyzer(pgwire.DefaultAnalyzerCacheSize),
 		DefaultResource: cfg.DefaultResource,
 		ReadsCheckOnly:  cfg.Reads == "check",
-		Tables:          map[string]gate.Protection{},
+		Tables:          map[gate.TableRef]gate.Protection{},
 	}
-	for _, r := range cfg.Resources {
-		for _, t := range r.Tables {
-			name, _ := config.TableName(t) // validated
-			g.Tables[name] = gate.Protection{Resource: r.Name, RequireToken: r.RequireToken}
-		}
+	for _, t := range cfg.Tables() {
+		ref := gate.TableRef{Schema: t.Table.Schema, Name: t.Table.Name}
+		g.Tables[ref] = gate.Protection{Resource: t.Resource, RequireToken: t.RequireToken}
 	}
 	return g
 }

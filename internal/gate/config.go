@@ -1,6 +1,6 @@
 package gate
 
-import "strings"
+import "sort"
 
 // Config is the fencing policy a proxy's sessions share. It is read-only once
 // a session uses it.
@@ -11,10 +11,10 @@ type Config struct {
 	// DefaultResource is the resource of a token that names none; "" means
 	// such a token is an error.
 	DefaultResource string
-	// Tables maps protected tables to their resource. Keys are "schema.name",
-	// or "name" for a table named without a schema, which then matches a
-	// table of that name in any schema.
-	Tables map[string]Protection
+	// Tables maps protected tables to their resource. A key with Schema ""
+	// matches a table of that name in any schema. Names are as PostgreSQL
+	// stores them (unquoted names folded to lower case).
+	Tables map[TableRef]Protection
 	// ReadsCheckOnly makes reads check the mark without advancing it.
 	ReadsCheckOnly bool
 }
@@ -25,28 +25,54 @@ type Protection struct {
 	RequireToken bool   // writes without a token are refused (55Z02)
 }
 
-// protection returns the first protected table among writes.
-func (c *Config) protection(writes []TableRef) (Protection, string, bool) {
+// match is what the config says about all the tables a statement writes.
+type match struct {
+	found     bool     // some written table is configured
+	require   bool     // some match requires a token
+	resources []string // the distinct resources of the matches, sorted
+}
+
+// protection matches every table among writes against the config. Every
+// table counts, any match that requires a token requires it, and the
+// answer does not depend on map order.
+func (c *Config) protection(writes []TableRef) match {
+	var m match
 	if len(c.Tables) == 0 {
-		return Protection{}, "", false
+		return m
+	}
+	add := func(p Protection) {
+		m.found = true
+		m.require = m.require || p.RequireToken
+		for _, r := range m.resources {
+			if r == p.Resource {
+				return
+			}
+		}
+		m.resources = append(m.resources, p.Resource)
 	}
 	for _, t := range writes {
-		if p, ok := c.Tables[t.String()]; ok {
-			return p, t.String(), true
+		c.lookup(t, add)
+	}
+	sort.Strings(m.resources)
+	return m
+}
+
+// lookup calls add for every configured entry that may be t.
+func (c *Config) lookup(t TableRef, add func(Protection)) {
+	if p, ok := c.Tables[t]; ok {
+		add(p)
+	}
+	if t.Schema != "" {
+		if p, ok := c.Tables[TableRef{Name: t.Name}]; ok {
+			add(p)
 		}
-		if t.Schema != "" {
-			if p, ok := c.Tables[t.Name]; ok {
-				return p, t.String(), true
-			}
-			continue
-		}
-		// Unqualified in the statement: search_path decides on the server,
-		// so any configured schema may be meant. Fail closed.
-		for name, p := range c.Tables {
-			if i := strings.LastIndexByte(name, '.'); i >= 0 && name[i+1:] == t.Name {
-				return p, t.String(), true
-			}
+		return
+	}
+	// Unqualified in the statement: search_path decides on the server,
+	// so any configured schema may be meant. Fail closed: all of them.
+	for k, p := range c.Tables {
+		if k.Schema != "" && k.Name == t.Name {
+			add(p)
 		}
 	}
-	return Protection{}, "", false
 }

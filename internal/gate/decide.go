@@ -31,12 +31,26 @@ const (
 type checkKey struct {
 	token, resource, tableResource string
 	require, advance               bool
+	tables                         string // the forced table resources, sorted, each followed by NUL
 }
 
 // covers reports whether a check with key k makes one with key n redundant.
 func (k checkKey) covers(n checkKey) bool {
 	return k.token == n.token && k.resource == n.resource && k.tableResource == n.tableResource &&
-		(k.advance || !n.advance) && (k.require || !n.require)
+		(k.advance || !n.advance) && (k.require || !n.require) && coversTables(k.tables, n.tables)
+}
+
+// coversTables reports whether every resource of n is in k (both as in
+// checkKey.tables).
+func coversTables(k, n string) bool {
+	for n != "" {
+		i := strings.IndexByte(n, 0)
+		if !strings.Contains("\x00"+k, "\x00"+n[:i+1]) {
+			return false
+		}
+		n = n[i+1:]
+	}
+	return true
 }
 
 // refusal is an error the gate makes the server raise.
@@ -109,7 +123,16 @@ func (s *Session) cannotAnalyse(r *refusal) analysis {
 type action struct {
 	kind   uint8 // actNone, actCheck, actRaise
 	args   hwm.CheckArgs
+	extra  []hwm.CheckArgs // actCheck: one more check per resource of the tables written
 	refuse refusal
+}
+
+// checks returns the checks of an actCheck, in order; none otherwise.
+func (a action) checks() []hwm.CheckArgs {
+	if a.kind != actCheck {
+		return nil
+	}
+	return append([]hwm.CheckArgs{a.args}, a.extra...)
 }
 
 const (
@@ -129,7 +152,7 @@ func (s *Session) decide(st, run *Statement) action {
 	a := s.decideOne(st, run)
 	if a.kind == actCheck {
 		s.unit.checked = true
-		s.unit.key = keyOf(a.args)
+		s.unit.key = keyOf(a.args, a.extra)
 	}
 	s.after(st)
 	if run != st && run != nil {
@@ -138,8 +161,12 @@ func (s *Session) decide(st, run *Statement) action {
 	return a
 }
 
-func keyOf(a hwm.CheckArgs) checkKey {
-	return checkKey{token: a.Token, resource: a.Resource, tableResource: a.TableResource, require: a.RequireToken, advance: a.Advance}
+func keyOf(a hwm.CheckArgs, extra []hwm.CheckArgs) checkKey {
+	k := checkKey{token: a.Token, resource: a.Resource, tableResource: a.TableResource, require: a.RequireToken, advance: a.Advance}
+	for _, e := range extra {
+		k.tables += e.Resource + "\x00"
+	}
+	return k
 }
 
 func (s *Session) decideOne(st, run *Statement) action {
@@ -174,8 +201,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 	}
 	switch run.Kind {
 	case NoTxnBlock:
-		_, _, protected := s.cfg.protection(run.Writes)
-		if dir.Token != 0 || protected {
+		if dir.Token != 0 || s.cfg.protection(run.Writes).found {
 			return raise(codeCannotFence, fmtFirstWords(msgCannotFenceFn, run.Text))
 		}
 		return action{}
@@ -195,14 +221,14 @@ func (s *Session) decideOne(st, run *Statement) action {
 	default:
 		return action{}
 	}
-	prot, _, protected := s.cfg.protection(run.Writes)
-	require := protected && prot.RequireToken && run.Kind == Write
+	m := s.cfg.protection(run.Writes)
+	require := m.require && run.Kind == Write
 	if dir.Token == 0 && !s.tokenMaybe && !require {
 		return action{}
 	}
 	args := hwm.CheckArgs{
 		Resource:        dir.Resource,
-		TableResource:   prot.Resource,
+		TableResource:   first(m.resources),
 		DefaultResource: s.cfg.DefaultResource,
 		RequireToken:    require,
 		Advance:         !(s.cfg.ReadsCheckOnly && run.Kind == Read),
@@ -210,10 +236,37 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if dir.Token != 0 {
 		args.Token = strconv.FormatInt(dir.Token, 10)
 	}
-	if s.unit.checked && s.unit.key.covers(keyOf(args)) {
+	extra := tableChecks(args, m.resources)
+	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) {
 		return action{}
 	}
-	return action{kind: actCheck, args: args}
+	return action{kind: actCheck, args: args, extra: extra}
+}
+
+// tableChecks returns one more check per resource of the tables a
+// statement writes, with that resource forced, unless the statement's own
+// resource= is it: the server resolves the first check's resource (the
+// comment, then lock.resource, which the proxy cannot see, then the
+// table's), and the database guard (fenceproxy protect) needs a check of
+// each table's own resource.
+func tableChecks(main hwm.CheckArgs, resources []string) []hwm.CheckArgs {
+	var out []hwm.CheckArgs
+	for _, r := range resources {
+		if r == main.Resource {
+			continue
+		}
+		c := main
+		c.Resource, c.TableResource = r, r
+		out = append(out, c)
+	}
+	return out
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }
 
 // after applies what st does to the fencing state once it has run.
@@ -265,7 +318,7 @@ func (s *Session) nameUnsafe(name string) bool {
 // sessionKey is the check a statement without directives gets in a session
 // that guards no table: the session's token and resource, advancing.
 func (s *Session) sessionKey() checkKey {
-	return keyOf(hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: true})
+	return keyOf(hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: true}, nil)
 }
 
 // opaqueRun stands for a statement whose text the proxy cannot know: it is
@@ -308,9 +361,15 @@ func stripLeadingComments(s string) string {
 	}
 }
 
+// appendAction appends the statements of a, separated by "; ".
 func appendAction(dst []byte, a action) []byte {
 	if a.kind == actRaise {
 		return hwm.AppendRaise(dst, a.refuse.code, a.refuse.message)
 	}
-	return hwm.AppendLiteralCall(dst, a.args)
+	dst = hwm.AppendLiteralCall(dst, a.args)
+	for _, e := range a.extra {
+		dst = append(dst, "; "...)
+		dst = hwm.AppendLiteralCall(dst, e)
+	}
+	return dst
 }

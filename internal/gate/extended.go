@@ -98,8 +98,8 @@ func (s *Session) checkAtBind(p *prepared) (before []pgproto3.FrontendMessage, w
 	if act.kind != actCheck {
 		return nil, false
 	}
-	s.unit.checked, s.unit.key = true, keyOf(act.args)
-	return s.injectCheck(act.args), false
+	s.unit.checked, s.unit.key = true, keyOf(act.args, act.extra)
+	return s.inject(act), false
 }
 
 func unknownMsg(what, name string) string {
@@ -217,7 +217,11 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 	switch act.kind {
 	case actCheck:
-		return s.injectCheck(act.args)
+		var msgs []pgproto3.FrontendMessage
+		for _, c := range act.checks() {
+			msgs = append(msgs, s.injectCheck(c)...)
+		}
+		return msgs
 	case actRaise:
 		return s.injectRaise(hwm.AppendRaise(nil, act.refuse.code, act.refuse.message))
 	}

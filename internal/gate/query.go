@@ -84,12 +84,16 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 		out = appendAction(out, act)
 		out = append(out, "; "...)
 		prev = st.Start
-		kind := injCheck
 		if act.kind == actRaise {
-			kind = injRaise
+			sl.injected = append(sl.injected, injRaise)
+			sl.effects = append(sl.effects, nil)
 		}
-		sl.injected = append(sl.injected, kind, injNone)
-		sl.effects = append(sl.effects, nil, ops)
+		for range act.checks() {
+			sl.injected = append(sl.injected, injCheck)
+			sl.effects = append(sl.effects, nil)
+		}
+		sl.injected = append(sl.injected, injNone)
+		sl.effects = append(sl.effects, ops)
 	}
 	if out != nil {
 		out = append(out, sql[prev:]...)
@@ -213,7 +217,7 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 	if st.Kind != NoTxnBlock || st.Directives.Token != 0 {
 		return Decision{}, false // a comment token is refused by the Query itself
 	}
-	if _, _, protected := s.cfg.protection(st.Writes); protected {
+	if s.cfg.protection(st.Writes).found {
 		return Decision{}, false // refused by the Query itself
 	}
 	s.beginUnit()

@@ -1,6 +1,9 @@
 package gate
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // step is one exchange of a transcript: a client message and what goes
 // upstream, or server replies and what the client sees.
@@ -178,9 +181,19 @@ func TestTranscripts(t *testing.T) {
 			{send: q("UPDATE t SET v = 1"), up: "Q(CALL fence.check('', '', '', '', false, true); UPDATE t SET v = 1)"},
 		}},
 		{name: "guard_refuses_unparsable", cfg: func() *Config {
-			return &Config{Tables: map[string]Protection{"public.t": {Resource: "r", RequireToken: true}}}
+			return &Config{Tables: map[TableRef]Protection{{Schema: "public", Name: "t"}: {Resource: "r", RequireToken: true}}}
 		}, steps: []step{
 			{send: q("UPDATE t SET system_user = 'x'"), up: "Q(" + raiseText(codeCannotParse, `fenceproxy: cannot fence the statement: the proxy's parser (PostgreSQL 17 grammar) rejects it: syntax error at or near "system_user"; if the server accepts it, quote the identifier that newer PostgreSQL reserves`) + ")"},
+		}},
+		{name: "each_table_resource_checked", token: true, cfg: twoResources, steps: []step{
+			{send: q("WITH x AS (INSERT INTO a VALUES (1) RETURNING 1) INSERT INTO s.b SELECT 1 FROM x"),
+				up: "Q(CALL fence.check('', '', 'ra', '', true, true); CALL fence.check('', 'ra', 'ra', '', true, true); CALL fence.check('', 'rb', 'rb', '', true, true); WITH x AS (INSERT INTO a VALUES (1) RETURNING 1) INSERT INTO s.b SELECT 1 FROM x)"},
+			{replies: "CCCCZ", status: 'I', seen: "CZ"},
+			{send: q("/* resource=rb */ TRUNCATE b, a"),
+				up: "Q(CALL fence.check('', 'rb', 'ra', '', true, true); CALL fence.check('', 'ra', 'ra', '', true, true); /* resource=rb */ TRUNCATE b, a)"},
+		}},
+		{name: "every_table_counts_without_token", cfg: twoResources, steps: []step{
+			{send: q("TRUNCATE a, b"), up: "Q(CALL fence.check('', '', 'ra', '', true, true); CALL fence.check('', 'ra', 'ra', '', true, true); CALL fence.check('', 'rb', 'rb', '', true, true); TRUNCATE a, b)"},
 		}},
 		{name: "comment_changes_resource_in_checked_txn", token: true, steps: []step{
 			{send: q("BEGIN")}, {replies: "CZ", status: 'T', seen: "CZ"},
@@ -227,5 +240,33 @@ func TestTranscripts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// twoResources protects a (resource ra, no token required) in any schema and
+// s.b (rb, token required).
+func twoResources() *Config {
+	return &Config{Tables: map[TableRef]Protection{
+		{Name: "a"}:              {Resource: "ra"},
+		{Schema: "s", Name: "b"}: {Resource: "rb", RequireToken: true},
+	}}
+}
+
+// TestProtectionDeterministic: an unqualified name listed in two schemas
+// requires a token if either entry does, whatever the map order.
+func TestProtectionDeterministic(t *testing.T) {
+	cfg := &Config{Tables: map[TableRef]Protection{
+		{Schema: "s1", Name: "t"}: {Resource: "r1"},
+		{Schema: "s2", Name: "t"}: {Resource: "r2", RequireToken: true},
+		{Schema: "s3", Name: "t"}: {Resource: "r1"},
+	}}
+	for i := 0; i < 1000; i++ {
+		m := cfg.protection([]TableRef{{Name: "t"}})
+		if !m.found || !m.require || strings.Join(m.resources, ",") != "r1,r2" {
+			t.Fatalf("run %d: %+v", i, m)
+		}
+	}
+	if m := cfg.protection([]TableRef{{Schema: "s1", Name: "t"}}); m.require || strings.Join(m.resources, ",") != "r1" {
+		t.Fatalf("qualified s1.t: %+v", m)
 	}
 }

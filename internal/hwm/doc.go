@@ -40,8 +40,20 @@
 // under READ COMMITTED a lower token waiting behind a higher one is refused
 // once that commits. Otherwise it only compares, writing nothing. It is
 // SECURITY DEFINER with search_path pinned to pg_catalog, pg_temp, owned by
-// the role that ran Migrate; application roles may execute it and read
-// fence.hwm, never write it (docs/fence-store.md lists the grants).
+// the role that ran Migrate; members of the role fence_client (migration 3;
+// before it, PUBLIC) may execute it, everyone may read fence.hwm, and only
+// the owner writes it (docs/fence-store.md lists the grants).
+//
+// # The database guard (migration 3)
+//
+// The routines behind fenceproxy protect (package guard installs them on
+// tables): fence.guard, a statement-level trigger function that refuses a
+// write (55Z02) unless this transaction has passed an advancing check of
+// each resource in its arguments, decided from the mark row's xmin/xmax
+// (fence.passed); the registry fence.protected and fence.refresh and
+// fence.sync, which keep it and the triggers in step with partitions and
+// inheritance; and the event trigger functions fence.ddl_guard and
+// fence.drop_guard, which refuse DDL on guarded relations without a check.
 //
 // # Concurrency
 //

@@ -38,6 +38,9 @@ func TestGrants(t *testing.T) {
 			if _, err := hwm.Migrate(ctx, session{super}); err != nil {
 				t.Fatal(err)
 			}
+			if _, err := super.Exec(ctx, "GRANT fence_client TO "+role); err != nil {
+				t.Fatal(err)
+			}
 			if st, err := hwm.Status(ctx, session{super}); err != nil || !st.OK() {
 				t.Fatalf("status %v, %v", st, err)
 			}
@@ -99,7 +102,7 @@ func TestNotInstalled(t *testing.T) {
 		{name: "no schema", code: "3F000", noList: true},
 		{name: "no procedure", install: true, setup: []string{"DROP PROCEDURE fence.check"}, code: "42883"},
 		{name: "no table", install: true, setup: []string{"DROP TABLE fence.hwm"}, code: "42P01", noList: true},
-		{name: "no execute", install: true, setup: []string{"REVOKE EXECUTE ON PROCEDURE fence.check FROM PUBLIC"}, code: "42501"},
+		{name: "no execute", install: true, setup: []string{"REVOKE EXECUTE ON PROCEDURE fence.check FROM fence_client"}, code: "42501"},
 		{name: "no usage", install: true, setup: []string{"REVOKE USAGE ON SCHEMA fence FROM PUBLIC"}, code: "42501", noList: true},
 	}
 	for _, tt := range tests {
@@ -113,6 +116,10 @@ func TestNotInstalled(t *testing.T) {
 			super := db.super(t)
 			role := "app_" + db.name
 			if _, err := super.Exec(t.Context(), "CREATE ROLE "+role+" LOGIN"); err != nil {
+				t.Fatal(err)
+			}
+			// fence_client exists once any database of the cluster was migrated.
+			if _, err := super.Exec(t.Context(), "DO $$BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'fence_client') THEN GRANT fence_client TO "+role+"; END IF; END$$"); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range tt.setup {

@@ -74,7 +74,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	ctx := t.Context()
 	setMark(t, c, "r", 100)
 	if _, err := c.Exec(ctx, `DROP FUNCTION fence.refuse_lowering() CASCADE; DROP FUNCTION fence.set_mark(text, bigint);
-		DELETE FROM fence.schema_version WHERE version = 2`); err != nil {
+		DELETE FROM fence.schema_version WHERE version = 2`+dropVersion3); err != nil {
 		t.Fatal(err)
 	}
 	st, err := hwm.Status(ctx, session{c})
@@ -82,7 +82,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		t.Fatalf("version 1 store: %v, %v", st, err)
 	}
 	res, err := hwm.Migrate(ctx, session{c})
-	if err != nil || res.String() != "upgraded fence schema from version 1 to 2" {
+	if err != nil || res.String() != "upgraded fence schema from version 1 to 3" {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
 	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
@@ -104,7 +104,8 @@ func TestUpgradeFromVersion1(t *testing.T) {
 func TestOwnerRoleMigratesAndRepairs(t *testing.T) {
 	db := newDB(t)
 	role := "fence_owner_" + db.name
-	if _, err := db.super(t).Exec(t.Context(), "CREATE ROLE "+role+" LOGIN; GRANT CREATE ON DATABASE "+db.name+" TO "+role); err != nil {
+	if _, err := db.super(t).Exec(t.Context(), "CREATE ROLE "+role+" LOGIN; GRANT CREATE ON DATABASE "+db.name+" TO "+role+
+		"; DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'fence_client') THEN CREATE ROLE fence_client NOLOGIN; END IF; END$$"); err != nil {
 		t.Fatal(err)
 	}
 	owner := db.connect(t, role)

@@ -117,3 +117,9 @@ func callLiteral(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
 	_, err := c.PgConn().Exec(ctx, string(hwm.AppendLiteralCall(nil, a))).ReadAll()
 	return err
 }
+
+// dropVersion3 takes migration 3's objects out, with its schema_version row
+// (fence_client stays: roles belong to the cluster).
+const dropVersion3 = `; DROP TABLE fence.protected; DROP FUNCTION fence.passed(text), fence.guard(), fence.refresh(),
+	fence.sync(boolean), fence.ddl_relations(oid, oid), fence.ddl_require(oid[], text), fence.ddl_guard(), fence.drop_guard();
+	DELETE FROM fence.schema_version WHERE version = 3`

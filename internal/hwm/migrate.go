@@ -9,7 +9,7 @@ import (
 
 // LatestVersion is the fence schema version this binary installs: the
 // version of the last entry of migrations (a test checks it).
-const LatestVersion = 2
+const LatestVersion = 3
 
 // advisoryLockKey serializes Migrate runs on one database
 // (pg_advisory_xact_lock; the bytes spell "fenceHWM").
@@ -48,6 +48,13 @@ func (r MigrateResult) String() string {
 // is newer than this binary, or that has a schema fence not made by
 // Migrate, is an error and is left untouched.
 func Migrate(ctx context.Context, q Querier) (MigrateResult, error) {
+	// A session-level lock around all the migrations, so that a
+	// concurrent run waits for the whole upgrade, not only for one step.
+	lock := strconv.FormatInt(advisoryLockKey, 10)
+	if err := q.Exec(ctx, "SELECT pg_catalog.pg_advisory_lock("+lock+")"); err != nil {
+		return MigrateResult{}, fmt.Errorf("hwm: migrate: %w", err)
+	}
+	defer q.Exec(context.WithoutCancel(ctx), "SELECT pg_catalog.pg_advisory_unlock("+lock+")")
 	res := MigrateResult{From: -1}
 	for _, m := range migrations {
 		v, err := migrateOne(ctx, q, m)

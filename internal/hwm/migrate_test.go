@@ -2,6 +2,7 @@ package hwm_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func TestMigrateTwice(t *testing.T) {
 	if want := (hwm.MigrateResult{From: 0, To: hwm.LatestVersion}); res != want || !res.Changed() {
 		t.Errorf("first = %+v, want %+v", res, want)
 	}
-	if got, want := res.String(), "installed fence schema version 2"; got != want {
+	if got, want := res.String(), "installed fence schema version "+strconv.Itoa(hwm.LatestVersion); got != want {
 		t.Errorf("first says %q, want %q", got, want)
 	}
 
@@ -37,7 +38,7 @@ func TestMigrateTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Changed() || res.String() != "fence schema already at version 2" {
+	if res.Changed() || res.String() != "fence schema already at version "+strconv.Itoa(hwm.LatestVersion) {
 		t.Errorf("second = %+v %q, want a no-op", res, res)
 	}
 
@@ -45,7 +46,7 @@ func TestMigrateTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.OK() || st.Version != 2 || st.Latest != 2 || st.String() != "fence schema version 2: ok" {
+	if !st.OK() || st.Version != hwm.LatestVersion || st.Latest != hwm.LatestVersion || st.String() != "fence schema version "+strconv.Itoa(hwm.LatestVersion)+": ok" {
 		t.Errorf("after: %+v %q", st, st)
 	}
 	var n int
@@ -94,7 +95,7 @@ func TestMigrateRefuses(t *testing.T) {
 		{name: "foreign schema", setup: "CREATE SCHEMA fence",
 			want: "schema fence exists but has no fence.schema_version"},
 		{name: "newer version", setup: "INSERT INTO fence.schema_version (version, name) VALUES (99, 'future')",
-			want: "fence schema is at version 99, newer than this fenceproxy (2)"},
+			want: "fence schema is at version 99, newer than this fenceproxy (3)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,24 +136,30 @@ func TestStatusProblems(t *testing.T) {
 		want  string
 	}{
 		{name: "procedure missing", setup: []string{"DROP PROCEDURE fence.check"},
-			want: "fence schema version 2: procedure fence.check(text, text, text, text, boolean, boolean) is missing"},
+			want: "fence schema version 3: procedure fence.check(text, text, text, text, boolean, boolean) is missing"},
 		{name: "table missing", setup: []string{"DROP TABLE fence.hwm"},
-			want: "fence schema version 2: table fence.hwm is missing; " + unguarded},
-		{name: "trigger disabled", setup: []string{"ALTER TABLE fence.hwm DISABLE TRIGGER hwm_never_lower"}, want: "fence schema version 2: " + unguarded},
-		{name: "trigger not always", setup: []string{"ALTER TABLE fence.hwm ENABLE TRIGGER hwm_never_truncate"}, want: "fence schema version 2: " + unguarded},
-		{name: "trigger dropped", setup: []string{"DROP TRIGGER hwm_never_lower ON fence.hwm"}, want: "fence schema version 2: " + unguarded},
+			want: "fence schema version 3: table fence.hwm is missing; " + unguarded},
+		{name: "trigger disabled", setup: []string{"ALTER TABLE fence.hwm DISABLE TRIGGER hwm_never_lower"}, want: "fence schema version 3: " + unguarded},
+		{name: "trigger not always", setup: []string{"ALTER TABLE fence.hwm ENABLE TRIGGER hwm_never_truncate"}, want: "fence schema version 3: " + unguarded},
+		{name: "trigger dropped", setup: []string{"DROP TRIGGER hwm_never_lower ON fence.hwm"}, want: "fence schema version 3: " + unguarded},
 		{name: "trigger function changed", setup: []string{"CREATE OR REPLACE FUNCTION fence.refuse_lowering() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$"},
-			want: "fence schema version 2: " + unguarded},
+			want: "fence schema version 3: " + unguarded},
 		{name: "not security definer", setup: []string{"ALTER PROCEDURE fence.check SECURITY INVOKER"},
-			want: "fence schema version 2: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
+			want: "fence schema version 3: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
 		{name: "search_path reset", setup: []string{"ALTER PROCEDURE fence.check RESET search_path"},
-			want: "fence schema version 2: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
+			want: "fence schema version 3: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
 		{name: "body changed", setup: []string{"CREATE OR REPLACE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text, p_default_resource text, p_require_token boolean, p_advance boolean) LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$BEGIN END$$"},
-			want: "fence schema version 2: procedure fence.check differs from version 2's: run fenceproxy migrate on a fresh schema or restore it"},
+			want: "fence schema version 3: procedure fence.check differs from version 3's: run fenceproxy migrate on a fresh schema or restore it"},
 		{name: "writable", setup: []string{"CREATE ROLE status_w", "GRANT INSERT, UPDATE ON fence.hwm TO status_w, PUBLIC"},
-			want: "fence schema version 2: roles other than the owner may write fence.hwm: PUBLIC, status_w"},
+			want: "fence schema version 3: roles other than the owner may write fence.hwm: PUBLIC, status_w"},
 		{name: "schema creatable", setup: []string{"GRANT CREATE ON SCHEMA fence TO PUBLIC"},
-			want: "fence schema version 2: roles other than the owner may create objects in schema fence: PUBLIC"},
+			want: "fence schema version 3: roles other than the owner may create objects in schema fence: PUBLIC"},
+		{name: "check to PUBLIC", setup: []string{"GRANT EXECUTE ON PROCEDURE fence.check TO PUBLIC"},
+			want: "fence schema version 3: PUBLIC may execute fence.check: any role can raise a mark; REVOKE EXECUTE ON PROCEDURE fence.check(text, text, text, text, boolean, boolean) FROM PUBLIC and GRANT fence_client to the application roles"},
+		{name: "passed not definer", setup: []string{"ALTER FUNCTION fence.passed(text) SECURITY INVOKER"},
+			want: "fence schema version 3: fence.passed or fence.guard differs from version 3's (fence.passed must be SECURITY DEFINER): the database guard cannot be trusted"},
+		{name: "guard routine dropped", setup: []string{"DROP FUNCTION fence.drop_guard()"},
+			want: "fence schema version 3: guard routines missing: fence.drop_guard()"},
 		{name: "old version", setup: []string{"DELETE FROM fence.schema_version"},
 			want: "fence schema version 0: schema fence exists but has no fence.schema_version: not made by fenceproxy migrate"},
 	}
@@ -184,4 +191,28 @@ func TestStatusProblems(t *testing.T) {
 			t.Errorf("err = %v, want ErrNotInstalled", err)
 		}
 	})
+}
+
+// TestMigrateAsOwner migrates as a dedicated role that is not a superuser,
+// as docs/fence-store.md recommends: it needs CREATE on the database;
+// fence_client exists already (roles belong to the cluster).
+func TestMigrateAsOwner(t *testing.T) {
+	db := newDB(t)
+	super := db.super(t)
+	ctx := t.Context()
+	owner := "owner_" + db.name
+	setup := []string{"CREATE ROLE " + owner + " LOGIN", "GRANT CREATE ON DATABASE " + db.name + " TO " + owner,
+		"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'fence_client') THEN CREATE ROLE fence_client NOLOGIN; END IF; END$$"}
+	for _, s := range setup {
+		if _, err := super.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := session{db.connect(t, owner)}
+	if _, err := hwm.Migrate(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := hwm.Status(ctx, q); err != nil || !st.OK() {
+		t.Fatalf("status as the owner: %v, %v", st, err)
+	}
 }

@@ -64,6 +64,32 @@ var migrations = []migration{
 		strings.Replace(revokeStrangers, "'PROCEDURE '", "'ROUTINE '", 1),
 		`REVOKE ALL ON FUNCTION fence.refuse_lowering(), ` + setMarkSignature + ` FROM PUBLIC`,
 	}},
+	{Version: 3, Name: "database guard for protected tables; EXECUTE on fence.check to fence_client", Statements: []string{
+		createClientRole,
+		protectedTable,
+		definer("fence.passed(p_resource text) RETURNS boolean", passedBody),
+		invoker("fence.guard() RETURNS trigger", guardBody),
+		definer("fence.refresh() RETURNS void", refreshBody),
+		invoker("fence.sync(p_apply boolean) RETURNS SETOF text", syncBody),
+		`CREATE FUNCTION fence.ddl_relations(p_classid oid, p_objid oid) RETURNS oid[]
+		LANGUAGE sql STABLE
+		SET search_path = pg_catalog, pg_temp
+		AS $rels$` + ddlRelationsBody + `$rels$`,
+		invoker("fence.ddl_require(p_rels oid[], p_tag text) RETURNS void", ddlRequireBody),
+		invoker("fence.ddl_guard() RETURNS event_trigger", ddlGuardBody),
+		invoker("fence.drop_guard() RETURNS event_trigger", dropGuardBody),
+		strings.Replace(revokeStrangers, "'PROCEDURE '", "'ROUTINE '", 1),
+		`REVOKE ALL ON TABLE fence.protected FROM PUBLIC`,
+		`GRANT SELECT ON TABLE fence.protected TO PUBLIC`,
+		`REVOKE ALL ON FUNCTION ` + strings.Join(guardRoutines, ", ") + ` FROM PUBLIC`,
+		// Every role that writes a protected table runs these (triggers run
+		// with the writer's rights); fence.passed and fence.refresh are
+		// SECURITY DEFINER, take nothing a caller could forge and only read
+		// or recompute.
+		`GRANT EXECUTE ON FUNCTION ` + strings.Join(guardRoutines, ", ") + ` TO PUBLIC`,
+		`REVOKE ALL ON PROCEDURE ` + checkSignature + ` FROM PUBLIC`,
+		`GRANT EXECUTE ON PROCEDURE ` + checkSignature + ` TO ` + ClientRole,
+	}},
 }
 
 // allowLoweringSetting is the setting fence.refuse_lowering lets a mark go
@@ -228,3 +254,15 @@ BEGIN
 	END LOOP;
 END
 $revoke$`
+
+// definer is CREATE FUNCTION sig, SECURITY DEFINER with the pinned
+// search_path, in plpgsql.
+func definer(sig, body string) string {
+	return "CREATE FUNCTION " + sig + "\n\tLANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp\n\tAS $body$" + body + "$body$"
+}
+
+// invoker is CREATE FUNCTION sig with the caller's rights and the pinned
+// search_path, in plpgsql.
+func invoker(sig, body string) string {
+	return "CREATE FUNCTION " + sig + "\n\tLANGUAGE plpgsql SET search_path = pg_catalog, pg_temp\n\tAS $body$" + body + "$body$"
+}

@@ -65,6 +65,11 @@ func Status(ctx context.Context, q Querier) (State, error) {
 	if st.version >= 2 && !st.guarded {
 		add("fence.hwm lacks its triggers hwm_never_lower and hwm_never_truncate (enabled ALWAYS, calling version 2's fence.refuse_lowering): marks could be lowered")
 	}
+	if st.version >= 3 {
+		if err := guardProblems(ctx, q, add); err != nil {
+			return State{}, err
+		}
+	}
 	if st.proc && !st.canExecute {
 		add("role %s may not execute fence.check", st.user)
 	}
@@ -137,4 +142,43 @@ func readState(ctx context.Context, q Querier, op string) (rawState, error) {
 	}
 	st.version = int(v)
 	return st, nil
+}
+
+// guardStateQuery reads what migration 3 installed: the registry, each
+// routine with the body this binary installs, fence_client, and who may
+// execute fence.check.
+const guardStateQuery = `SELECT
+	pg_catalog.to_regclass('fence.protected') IS NOT NULL,
+	COALESCE((SELECT pg_catalog.string_agg(x, ', ' ORDER BY x) FROM pg_catalog.unnest($1::text[]) AS x
+		WHERE pg_catalog.to_regprocedure(x) IS NULL), ''),
+	COALESCE((SELECT p.prosrc = $2 AND p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = pg_catalog.to_regprocedure('fence.passed(text)')), false),
+	COALESCE((SELECT p.prosrc = $3 FROM pg_catalog.pg_proc AS p WHERE p.oid = pg_catalog.to_regprocedure('fence.guard()')), false),
+	EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '` + ClientRole + `'),
+	COALESCE((SELECT pg_catalog.bool_or(a.grantee = 0) FROM pg_catalog.pg_proc AS p,
+		pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) AS a
+		WHERE p.oid = pg_catalog.to_regprocedure('` + checkSignature + `') AND a.privilege_type = 'EXECUTE'), false)`
+
+// guardProblems adds what is amiss with migration 3's objects.
+func guardProblems(ctx context.Context, q Querier, add func(string, ...any)) error {
+	var table, passedOK, guardOK, role, public bool
+	var missing string
+	err := q.QueryRow(ctx, guardStateQuery, guardRoutines, passedBody, guardBody).Scan(&table, &missing, &passedOK, &guardOK, &role, &public)
+	if err != nil {
+		return wrapErr("status: read the guard's catalogs", err)
+	}
+	switch {
+	case !table:
+		add("table fence.protected is missing")
+	case missing != "":
+		add("guard routines missing: %s", missing)
+	case !passedOK || !guardOK:
+		add("fence.passed or fence.guard differs from version 3's (fence.passed must be SECURITY DEFINER): the database guard cannot be trusted")
+	}
+	if !role {
+		add("role %s is missing: run CREATE ROLE %s NOLOGIN", ClientRole, ClientRole)
+	}
+	if public {
+		add("PUBLIC may execute fence.check: any role can raise a mark; REVOKE EXECUTE ON PROCEDURE %s FROM PUBLIC and GRANT %s to the application roles", checkSignature, ClientRole)
+	}
+	return nil
 }

@@ -1,0 +1,448 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/guard"
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
+
+var dbSeq atomic.Int64
+
+// env is a fresh database with the fence store, tables and an application
+// role app (LOGIN, not a superuser, member of fence_client, all privileges
+// on the tables).
+type env struct {
+	pg   *pgcluster.Cluster
+	name string
+	app  string
+}
+
+const schemaSQL = `
+CREATE TABLE jobs (id int PRIMARY KEY, v int);
+CREATE TABLE "Mixed" (id int);
+CREATE TABLE softt (id int);
+CREATE TABLE parent (id int PRIMARY KEY);
+CREATE TABLE child (id int, parent_id int REFERENCES parent ON DELETE CASCADE);
+CREATE TABLE events (id int, at int) PARTITION BY RANGE (at);
+CREATE TABLE events_1 PARTITION OF events FOR VALUES FROM (0) TO (100);
+CREATE TABLE base (id int);
+CREATE TABLE base_kid () INHERITS (base);
+CREATE VIEW jobs_v AS SELECT * FROM jobs;
+CREATE TABLE jobs_log (id int);
+CREATE FUNCTION jobs_fn() RETURNS void LANGUAGE sql AS 'INSERT INTO jobs VALUES (900, 1)';
+CREATE PROCEDURE jobs_proc() LANGUAGE sql AS 'DELETE FROM jobs WHERE id = 900';
+CREATE FUNCTION log_to_jobs() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN INSERT INTO jobs VALUES (NEW.id + 1000, 0); RETURN NEW; END';
+CREATE TRIGGER log_to_jobs AFTER INSERT ON jobs_log FOR EACH ROW EXECUTE FUNCTION log_to_jobs();
+CREATE TABLE ruled (id int);
+CREATE RULE ruled_to_jobs AS ON INSERT TO ruled DO INSTEAD INSERT INTO jobs VALUES (NEW.id, 0);
+`
+
+// entries protects jobs ("jobs"), child ("kids"), events ("ev"), base_kid
+// ("base") and "Mixed" ("mixed").
+var entries = []guard.Entry{
+	{Schema: "public", Name: "jobs", Resource: "jobs", Where: "t.yaml:1"},
+	{Name: "child", Resource: "kids", Where: "t.yaml:2"},
+	{Schema: "public", Name: "events", Resource: "ev", Where: "t.yaml:3"},
+	{Schema: "public", Name: "base_kid", Resource: "base", Where: "t.yaml:4"},
+	{Schema: "public", Name: "Mixed", Resource: "mixed", Where: "t.yaml:5"},
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	pg := harness.Postgres(t)
+	n := dbSeq.Add(1)
+	e := env{pg: pg, name: fmt.Sprintf("guard_%d", n), app: fmt.Sprintf("guard_app_%d", n)}
+	ctx := t.Context()
+	if err := harness.Exec(ctx, pg.DSN(pgcluster.Superuser, "postgres"), "CREATE DATABASE "+e.name, "CREATE ROLE "+e.app+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	super := e.connect(t, pgcluster.Superuser)
+	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: super}); err != nil {
+		t.Fatal(err)
+	}
+	setup := schemaSQL + fmt.Sprintf(`GRANT fence_client TO %[1]s;
+		GRANT ALL ON ALL TABLES IN SCHEMA public TO %[1]s; GRANT CREATE ON SCHEMA public TO %[1]s;
+		INSERT INTO parent VALUES (1), (2); INSERT INTO child VALUES (1, 1), (2, 2);`, e.app)
+	if _, err := super.Exec(ctx, setup); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e env) connect(t *testing.T, user string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), e.pg.DSN(user, e.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func (e env) protect(t *testing.T, opts guard.Options) guard.Report {
+	t.Helper()
+	rep, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: e.connect(t, pgcluster.Superuser)}, entries, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// code returns err's SQLSTATE, "" for nil.
+func code(t *testing.T, err error) string {
+	t.Helper()
+	if err == nil {
+		return ""
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		t.Fatalf("not a server error: %v", err)
+	}
+	return pe.Code
+}
+
+// run runs each statement of script on c in order (simple protocol, one
+// at a time) and returns the error of the first that fails; it rolls back
+// an open transaction after a failure.
+func run(t *testing.T, c *pgx.Conn, script ...string) error {
+	t.Helper()
+	for _, s := range script {
+		if _, err := c.Exec(t.Context(), s, pgx.QueryExecModeSimpleProtocol); err != nil {
+			c.Exec(t.Context(), "ROLLBACK", pgx.QueryExecModeSimpleProtocol)
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func check(token int, resource string) string {
+	return fmt.Sprintf("CALL fence.check('%d', '%s', '', '', false, true)", token, resource)
+}
+
+// TestWritePathsBypassingProxy connects straight to PostgreSQL as an
+// application role: every write path to a protected table is refused with
+// 55Z02 without a check, and allowed after CALL fence.check in the same
+// transaction.
+func TestWritePathsBypassingProxy(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	app := e.connect(t, e.app)
+	paths := []struct {
+		name, resource string
+		stmts          []string
+	}{
+		{"insert", "jobs", []string{"INSERT INTO jobs VALUES (1, 1)"}},
+		{"update", "jobs", []string{"UPDATE jobs SET v = 2"}},
+		{"delete", "jobs", []string{"DELETE FROM jobs WHERE id = 1"}},
+		{"merge", "jobs", []string{"MERGE INTO jobs j USING (VALUES (5)) v(x) ON j.id = v.x WHEN NOT MATCHED THEN INSERT VALUES (5, 0)"}},
+		{"upsert", "jobs", []string{"INSERT INTO jobs VALUES (5, 1) ON CONFLICT (id) DO UPDATE SET v = 9"}},
+		{"data-modifying CTE", "jobs", []string{"WITH x AS (INSERT INTO jobs VALUES (6, 0) RETURNING 1) SELECT count(*) FROM x"}},
+		{"truncate", "jobs", []string{"TRUNCATE jobs"}},
+		{"view", "jobs", []string{"INSERT INTO jobs_v VALUES (7, 0)"}},
+		{"rule", "jobs", []string{"INSERT INTO ruled VALUES (8)"}},
+		{"trigger on another table", "jobs", []string{"INSERT INTO jobs_log VALUES (9)"}},
+		{"function", "jobs", []string{"SELECT jobs_fn()"}},
+		{"procedure", "jobs", []string{"CALL jobs_proc()"}},
+		{"DO block", "jobs", []string{"DO $$BEGIN UPDATE jobs SET v = 3; END$$"}},
+		{"FK ON DELETE CASCADE", "kids", []string{"DELETE FROM parent WHERE id = 1"}},
+		{"TRUNCATE CASCADE", "kids", []string{"TRUNCATE parent CASCADE"}},
+		{"TRUNCATE two tables", "jobs", []string{"TRUNCATE softt, jobs"}},
+		{"partition directly", "ev", []string{"INSERT INTO events_1 VALUES (1, 5)"}},
+		{"partitioned parent", "ev", []string{"INSERT INTO events VALUES (1, 6)"}},
+		{"inheritance parent", "base", []string{"DELETE FROM base"}},
+		{"inheritance child", "base", []string{"INSERT INTO base_kid VALUES (1)"}},
+		{"mixed-case table", "mixed", []string{"INSERT INTO \"Mixed\" VALUES (1)"}},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			err := run(t, app, append([]string{"BEGIN"}, append(p.stmts, "COMMIT")...)...)
+			if code(t, errors.Unwrap(err)) != "55Z02" {
+				t.Fatalf("without a check: %v, want 55Z02", err)
+			}
+			err = run(t, app, append([]string{"BEGIN", check(10, p.resource)}, append(p.stmts, "COMMIT")...)...)
+			if err != nil {
+				t.Fatalf("after the check: %v", err)
+			}
+		})
+	}
+}
+
+// TestCopyFromStdin is COPY FROM STDIN, the bulk path, both ways.
+func TestCopyFromStdin(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	app := e.connect(t, e.app)
+	copyIn := func() error {
+		_, err := app.PgConn().CopyFrom(t.Context(), strings.NewReader("50\t1\n51\t1\n"), "COPY jobs FROM STDIN")
+		return err
+	}
+	if err := copyIn(); code(t, err) != "55Z02" {
+		t.Fatalf("COPY without a check: %v", err)
+	}
+	run(t, app, "BEGIN", check(3, "jobs"))
+	if err := copyIn(); err != nil {
+		t.Fatalf("COPY after a check: %v", err)
+	}
+	if err := run(t, app, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	app.QueryRow(t.Context(), "SELECT count(*) FROM jobs").Scan(&n)
+	if n != 2 {
+		t.Fatalf("rows = %d, want 2", n)
+	}
+}
+
+// TestCheckStates covers the ways a check can be in effect or not: first
+// token (insert), equal token (lock only), rising token (update), in a
+// released savepoint, undone by ROLLBACK TO, a check for another resource,
+// a check-only call, a later transaction, and REPEATABLE READ.
+func TestCheckStates(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	app := e.connect(t, e.app)
+	ins := "INSERT INTO jobs VALUES ((SELECT coalesce(max(id), 0) + 1 FROM jobs), 0)"
+	cases := []struct {
+		name   string
+		script []string
+		ok     bool
+	}{
+		{"no check", []string{"BEGIN", ins, "COMMIT"}, false},
+		{"first token inserts the mark", []string{"BEGIN", check(5, "jobs"), ins, "COMMIT"}, true},
+		{"equal token only locks", []string{"BEGIN", check(5, "jobs"), ins, "COMMIT"}, true},
+		{"rising token updates", []string{"BEGIN", check(6, "jobs"), ins, "COMMIT"}, true},
+		{"check committed earlier", []string{"BEGIN", ins, "COMMIT"}, false},
+		{"other resource", []string{"BEGIN", check(6, "other"), ins, "COMMIT"}, false},
+		{"check only", []string{"BEGIN", "CALL fence.check('6', 'jobs', '', '', false, false)", ins, "COMMIT"}, false},
+		{"released savepoint, equal", []string{"BEGIN", "SAVEPOINT a", check(6, "jobs"), "RELEASE a", ins, "COMMIT"}, true},
+		{"released savepoint, rising", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "RELEASE a", ins, "COMMIT"}, true},
+		{"rolled back, equal", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "ROLLBACK TO a", ins, "COMMIT"}, false},
+		{"rolled back, rising", []string{"BEGIN", "SAVEPOINT a", check(8, "jobs"), "ROLLBACK TO a", ins, "COMMIT"}, false},
+		{"rolled back, first token", []string{"BEGIN", "SAVEPOINT a", check(1, "fresh"), "ROLLBACK TO a", "INSERT INTO \"Mixed\" VALUES (1)", "COMMIT"}, false},
+		{"inner savepoint", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "SAVEPOINT b", ins, "ROLLBACK TO b", ins, "COMMIT"}, true},
+		{"check then savepoint rollback of a later one", []string{"BEGIN", check(7, "jobs"), "SAVEPOINT b", check(7, "jobs"), "ROLLBACK TO b", ins, "COMMIT"}, true},
+		{"repeatable read", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
+		{"repeatable read, equal", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
+		{"autocommit after a transaction's check", []string{ins}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := run(t, app, c.script...)
+			switch {
+			case c.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !c.ok && code(t, errors.Unwrap(err)) != "55Z02":
+				t.Fatalf("got %v, want 55Z02", err)
+			}
+		})
+	}
+}
+
+// TestAnotherHolder: while another transaction holds the mark's lock, a
+// write without a check of its own is refused at once (NOWAIT), not
+// blocked, and not let through.
+func TestAnotherHolder(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	holder, app := e.connect(t, e.app), e.connect(t, e.app)
+	if err := run(t, holder, "BEGIN", check(4, "jobs")); err != nil {
+		t.Fatal(err)
+	}
+	defer run(t, holder, "ROLLBACK")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := app.Exec(ctx, "INSERT INTO jobs VALUES (77, 0)")
+	if code(t, err) != "55Z02" || time.Since(start) > 2*time.Second {
+		t.Fatalf("got %v after %v, want 55Z02 at once", err, time.Since(start))
+	}
+}
+
+// TestDDL needs the event triggers (the test's protect runs as a
+// superuser): DDL on a protected table, also through its schema, needs a
+// check; new partitions get the guard.
+func TestDDL(t *testing.T) {
+	e := newEnv(t)
+	super := e.connect(t, pgcluster.Superuser)
+	if _, err := super.Exec(t.Context(), "CREATE SCHEMA s; CREATE TABLE s.kept (id int); ALTER SCHEMA s OWNER TO "+e.app+"; GRANT CREATE ON DATABASE "+e.name+" TO "+e.app+"; ALTER TABLE s.kept OWNER TO "+e.app+"; ALTER TABLE jobs OWNER TO "+e.app); err != nil {
+		t.Fatal(err)
+	}
+	entries2 := append(entries[:len(entries):len(entries)], guard.Entry{Schema: "s", Name: "kept", Resource: "s", Where: "t.yaml:6"})
+	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, entries2, guard.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	app := e.connect(t, e.app)
+	ddl := []struct{ stmt, resource string }{
+		{"ALTER TABLE jobs ADD COLUMN note text", "jobs"},
+		{"COMMENT ON TABLE jobs IS 'x'", "jobs"},
+		{"ALTER TABLE jobs RENAME TO jobs2", "jobs"},
+		{"ALTER TABLE jobs DISABLE TRIGGER fence_guard", "jobs"},
+		{"DROP TRIGGER fence_guard ON jobs", "jobs"},
+		{"CREATE INDEX ON jobs (v)", "jobs"},
+		{"ALTER SCHEMA s RENAME TO s2", "s"},
+		{"DROP SCHEMA s CASCADE", "s"},
+		{"DROP TABLE jobs CASCADE", "jobs"},
+		{"DROP OWNED BY " + e.app + " CASCADE", "jobs"},
+	}
+	for _, d := range ddl {
+		err := run(t, app, "BEGIN", d.stmt, "ROLLBACK")
+		if code(t, errors.Unwrap(err)) != "55Z02" {
+			t.Errorf("%s without a check: %v, want 55Z02", d.stmt, err)
+		}
+		if strings.HasPrefix(d.stmt, "DROP OWNED") {
+			continue // also drops s.kept, whose resource it did not check
+		}
+		if err := run(t, app, "BEGIN", check(2, d.resource), d.stmt, "ROLLBACK"); err != nil {
+			t.Errorf("%s after a check: %v", d.stmt, err)
+		}
+	}
+	// A new partition gets the guard, without a check to create it.
+	if _, err := super.Exec(t.Context(), "CREATE TABLE events_2 PARTITION OF events FOR VALUES FROM (100) TO (200); GRANT ALL ON events_2 TO "+e.app); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Exec(t.Context(), "INSERT INTO events_2 VALUES (1, 150)"); code(t, err) != "55Z02" {
+		t.Fatalf("new partition: %v, want 55Z02", err)
+	}
+	v, err := guard.Verify(t.Context(), pgxhwm.Querier{Conn: super}, entries2)
+	if err != nil || !v.OK() || len(v.Notes) != 0 {
+		t.Fatalf("Verify after DDL: %+v, %v", v, err)
+	}
+}
+
+// TestProtectIdempotentAndRemove: a second run changes nothing; a dry run
+// changes nothing; Verify sees what differs; remove takes it all out.
+func TestProtectIdempotentAndRemove(t *testing.T) {
+	e := newEnv(t)
+	dry := e.protect(t, guard.Options{DryRun: true})
+	if len(dry.SQL) == 0 {
+		t.Fatal("dry run printed no SQL")
+	}
+	super := e.connect(t, pgcluster.Superuser)
+	q := pgxhwm.Querier{Conn: super}
+	if v, _ := guard.Verify(t.Context(), q, entries); v.OK() {
+		t.Fatal("Verify OK after a dry run")
+	}
+	first := e.protect(t, guard.Options{})
+	if len(first.SQL) == 0 || len(first.Notes) != 0 {
+		t.Fatalf("first run: %+v", first)
+	}
+	if again := e.protect(t, guard.Options{}); len(again.SQL) != 0 {
+		t.Fatalf("second run changed: %q", again.SQL)
+	}
+	if v, err := guard.Verify(t.Context(), q, entries); err != nil || !v.OK() || len(v.Notes) != 0 {
+		t.Fatalf("Verify: %+v, %v", v, err)
+	}
+	// Someone with the rights drops a guard: Verify says so, protect puts it back.
+	if err := run(t, super, "BEGIN", check(1, "ev"), "DROP TRIGGER fence_guard ON events_1", "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := guard.Verify(t.Context(), q, entries); v.OK() || !strings.Contains(strings.Join(v.Problems, "\n"), "events_1") {
+		t.Fatalf("Verify after a dropped trigger: %+v", v)
+	}
+	if fix := e.protect(t, guard.Options{}); len(fix.SQL) != 1 {
+		t.Fatalf("repair ran %q", fix.SQL)
+	}
+	// A config with one table fewer: Verify reports the extra one.
+	if v, _ := guard.Verify(t.Context(), q, entries[1:]); v.OK() || !strings.Contains(strings.Join(v.Problems, "\n"), "not by the config") {
+		t.Fatalf("Verify with a table fewer: %+v", v)
+	}
+	e.protect(t, guard.Options{Remove: true})
+	var n int
+	super.QueryRow(t.Context(), "SELECT (SELECT count(*) FROM pg_trigger WHERE tgname = 'fence_guard') + (SELECT count(*) FROM fence.protected) + (SELECT count(*) FROM pg_event_trigger WHERE evtname LIKE 'fence_guard%')").Scan(&n)
+	if n != 0 {
+		t.Fatalf("%d guard objects left after remove", n)
+	}
+	app := e.connect(t, e.app)
+	if _, err := app.Exec(t.Context(), "INSERT INTO jobs VALUES (1, 1)"); err != nil {
+		t.Fatalf("write after remove: %v", err)
+	}
+}
+
+// TestProtectRefusesUnknownNames: a name that matches no table is an error
+// naming where it was written; nothing is installed.
+func TestProtectRefusesUnknownNames(t *testing.T) {
+	e := newEnv(t)
+	super := e.connect(t, pgcluster.Superuser)
+	bad := append(entries[:1:1], guard.Entry{Schema: "public", Name: "jobs_typo", Resource: "x", Where: "proxy.yaml:12"},
+		guard.Entry{Schema: "public", Name: "mixed", Resource: "x", Where: "proxy.yaml:13"})
+	_, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, bad, guard.Options{})
+	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:12: table \"public\".\"jobs_typo\" matches no table") {
+		t.Fatalf("err = %v", err)
+	}
+	var n int
+	super.QueryRow(t.Context(), "SELECT count(*) FROM pg_trigger WHERE tgname = 'fence_guard'").Scan(&n)
+	if n != 0 {
+		t.Fatalf("%d triggers installed by a failed run", n)
+	}
+	_, err = guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{bad[2]}, guard.Options{})
+	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:13") {
+		t.Fatalf("lower-case name of \"Mixed\": err = %v", err)
+	}
+	// A table without require_token gets no trigger, but its name must match.
+	unguarded := guard.Entry{Schema: "public", Name: "sofft", Resource: "soft", Where: "proxy.yaml:14", Unguarded: true}
+	_, err = guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{})
+	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:14") {
+		t.Fatalf("unguarded typo: err = %v", err)
+	}
+	unguarded.Name = "softt"
+	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := super.QueryRow(t.Context(), "SELECT count(*) FROM pg_trigger WHERE tgname = 'fence_guard' AND tgrelid = 'softt'::regclass").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("softt has %d guard triggers (%v), want none", n, err)
+	}
+}
+
+// TestProtectAsOwner: a role that is not a superuser but owns the tables
+// and may write the registry installs the triggers, and says the event
+// triggers are missing.
+func TestProtectAsOwner(t *testing.T) {
+	pg := harness.Postgres(t)
+	n := dbSeq.Add(1)
+	db, owner := fmt.Sprintf("guard_%d", n), fmt.Sprintf("guard_owner_%d", n)
+	ctx := t.Context()
+	if err := harness.Exec(ctx, pg.DSN(pgcluster.Superuser, "postgres"), "CREATE DATABASE "+db, "CREATE ROLE "+owner+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	e := env{pg: pg, name: db}
+	super := e.connect(t, pgcluster.Superuser)
+	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: super}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.Exec(ctx, "GRANT CREATE ON SCHEMA public TO "+owner+"; GRANT ALL ON fence.protected TO "+owner); err != nil {
+		t.Fatal(err)
+	}
+	c := e.connect(t, owner)
+	if _, err := c.Exec(ctx, "CREATE TABLE jobs (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "not a superuser") {
+		t.Fatalf("notes: %q", rep.Notes)
+	}
+	if _, err := c.Exec(ctx, "INSERT INTO jobs VALUES (1)"); code(t, err) != "55Z02" {
+		t.Fatalf("owner's unchecked write: %v", err)
+	}
+	v, err := guard.Verify(ctx, pgxhwm.Querier{Conn: c}, entries[:1])
+	if err != nil || !v.OK() || len(v.Notes) != 1 {
+		t.Fatalf("Verify: %+v, %v", v, err)
+	}
+}

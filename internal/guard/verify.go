@@ -1,0 +1,133 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
+)
+
+// Verification is what Verify found.
+type Verification struct {
+	Problems []string // the installed guard does not match the config
+	Notes    []string // weaker than it could be (no event triggers)
+}
+
+// OK reports whether there are no problems.
+func (v Verification) OK() bool { return len(v.Problems) == 0 }
+
+// Verify compares the guard installed in the database with entries, without
+// changing anything: every entry names a table, every such table is in the
+// registry under its resource and nothing else is, and every guarded
+// relation (partitions, children and ancestors included) has its trigger.
+// q must be a session outside a transaction. An error means the database
+// could not be asked.
+func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, error) {
+	var v Verification
+	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
+	ver, err := storeVersion(ctx, q)
+	if err != nil {
+		return v, err
+	}
+	if ver < 3 {
+		if len(guardedEntries(entries)) > 0 {
+			problem("the fence store is at version %d; the database guard needs version 3: run fenceproxy migrate, then fenceproxy protect", ver)
+		}
+		return v, nil
+	}
+	var tables []table
+	for _, e := range entries {
+		ts, err := resolve(ctx, q, e)
+		if errors.Is(err, errNoTable) || err != nil && e.Where != "" && !isQueryErr(err) {
+			problem("%v", err)
+			continue
+		}
+		if err != nil {
+			return v, err
+		}
+		tables = append(tables, guarded(ts)...)
+	}
+	if err := compareRegistry(ctx, q, tables, problem); err != nil {
+		return v, err
+	}
+	if err := staleTriggers(ctx, q, problem); err != nil {
+		return v, err
+	}
+	var ok bool
+	if err := q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger).Scan(&ok); err != nil {
+		return v, fmt.Errorf("verify guard: read event triggers: %w", err)
+	}
+	if !ok && len(tables) > 0 {
+		v.Notes = append(v.Notes, "the event triggers "+hwm.DDLEventTrigger+" and "+hwm.DropEventTrigger+
+			" are missing or disabled: DDL on protected tables is not refused and new partitions are not guarded (run fenceproxy protect as a superuser)")
+	}
+	return v, nil
+}
+
+// compareRegistry checks the registry's configured rows against tables.
+func compareRegistry(ctx context.Context, q hwm.Querier, tables []table, problem func(string, ...any)) error {
+	var oids, resources, names []string
+	err := q.QueryRow(ctx, `SELECT COALESCE(pg_catalog.array_agg(p.relid::text ORDER BY p.relid), '{}'),
+		COALESCE(pg_catalog.array_agg(p.resource ORDER BY p.relid), '{}'),
+		COALESCE(pg_catalog.array_agg(COALESCE(p.relid::pg_catalog.regclass::text, p.configured) ORDER BY p.relid), '{}')
+		FROM fence.protected AS p WHERE p.resource IS NOT NULL`).Scan(&oids, &resources, &names)
+	if err != nil {
+		return fmt.Errorf("verify guard: read fence.protected: %w", err)
+	}
+	installed := map[string]string{}
+	for i, o := range oids {
+		installed[o] = resources[i]
+	}
+	want := map[string]bool{}
+	for _, t := range tables {
+		want[t.oid] = true
+		switch r, ok := installed[t.oid]; {
+		case !ok:
+			problem("%s: table %s is not protected in the database: run fenceproxy protect", t.where, t.name)
+		case r != t.resource:
+			problem("%s: table %s is protected under resource %q, the config says %q: run fenceproxy protect", t.where, t.name, r, t.resource)
+		}
+	}
+	for i, o := range oids {
+		if !want[o] {
+			problem("table %s is protected in the database (resource %q) but not by the config: run fenceproxy protect", names[i], resources[i])
+		}
+	}
+	return nil
+}
+
+// staleTriggers asks fence.sync, in a transaction it rolls back, what it
+// would change.
+func staleTriggers(ctx context.Context, q hwm.Querier, problem func(string, ...any)) error {
+	if err := q.Exec(ctx, "BEGIN"); err != nil {
+		return fmt.Errorf("verify guard: %w", err)
+	}
+	defer q.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	var ddl []string
+	err := q.QueryRow(ctx, "SELECT COALESCE(pg_catalog.array_agg(s), '{}') FROM fence.sync(false) AS s").Scan(&ddl)
+	if err != nil {
+		return fmt.Errorf("verify guard: %w", err)
+	}
+	for _, s := range ddl {
+		problem("guard trigger missing or out of date; fenceproxy protect would run: %s", s)
+	}
+	return nil
+}
+
+// isQueryErr reports whether err came from asking the server (as opposed
+// to a name that resolved to nothing or to a non-table).
+func isQueryErr(err error) bool {
+	var s interface{ SQLState() string }
+	return errors.As(err, &s)
+}
+
+func guardedEntries(entries []Entry) []Entry {
+	var out []Entry
+	for _, e := range entries {
+		if !e.Unguarded {
+			out = append(out, e)
+		}
+	}
+	return out
+}

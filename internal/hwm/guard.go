@@ -1,0 +1,337 @@
+package hwm
+
+// The database guard (migration 3): triggers that fenceproxy protect puts on
+// protected tables refuse a write unless the transaction has passed a fence
+// check for the table's resource (DESIGN.md "Fail closed", rule 8).
+//
+// The ground truth is the row of the resource's mark in fence.hwm: when
+// fence.check advances, it locks that row FOR NO KEY UPDATE (equal token),
+// updates it (higher token) or inserts it (first token), all held to commit
+// and undone by ROLLBACK TO SAVEPOINT. Only the fence routines, the owner and
+// superusers can lock or write fence.hwm: other roles have SELECT only, and
+// row-lock clauses need UPDATE. Nothing a client can SET records it.
+
+// ClientRole is the role migration 3 creates (when missing) and grants
+// EXECUTE on fence.check; application roles get it with GRANT fence_client.
+const ClientRole = "fence_client"
+
+// GuardTrigger is the name of the statement-level trigger protect installs
+// on every guarded relation.
+const GuardTrigger = "fence_guard"
+
+// Event trigger names; protect creates them when its role is a superuser.
+const (
+	DDLEventTrigger  = "fence_guard_ddl"
+	DropEventTrigger = "fence_guard_drop"
+)
+
+// createClientRole creates fence_client unless it exists, and says what to do
+// when the migrating role may not create roles.
+const createClientRole = `DO $role$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '` + ClientRole + `') THEN
+		BEGIN
+			CREATE ROLE ` + ClientRole + ` NOLOGIN;
+		EXCEPTION WHEN insufficient_privilege THEN
+			RAISE EXCEPTION USING ERRCODE = '42501',
+				MESSAGE = 'fenceproxy migrate needs the role ` + ClientRole + `, and ' || CURRENT_USER || ' may not create roles',
+				HINT = 'Run CREATE ROLE ` + ClientRole + ` NOLOGIN as a superuser or a role with CREATEROLE, then migrate again.';
+		END;
+	END IF;
+END
+$role$`
+
+// protectedTable is the registry: every relation that carries the guard.
+// resource is set for the tables the config names (written by protect);
+// rows with resource NULL are their partitions, inheritance children and
+// ancestors, kept by fence.refresh. resources is what a write needs.
+const protectedTable = `CREATE TABLE fence.protected (
+	relid      oid PRIMARY KEY,
+	resource   text,
+	resources  text[] NOT NULL,
+	configured text,
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+)`
+
+// passedBody is fence.passed(p_resource): has this transaction passed an
+// advancing check for p_resource that is still in effect? Cheap path: the
+// mark's row was locked, inserted or updated by the top-level transaction
+// (xmax or xmin is our xid; a row version we wrote also has updated_at =
+// now(), our transaction's start, which tells it from a frozen row whose
+// original xmin has the same low 32 bits, 2^32 transactions ago).
+// xmax is compared as a plain xid. It can be a MultiXact id only after a
+// transaction locked the row and then raised the token in a savepoint it
+// rolled back (lock + aborted update); that id stays on the row until the
+// next check of the resource replaces it. A transaction whose own xid equals
+// that number in its low 32 bits would pass the fast path without a check:
+// a known, narrow residual (the two counters are independent). A lock-only
+// xmax older than 2^32 transactions cannot remain: freezing removes it
+// before the xid could come round.
+const passedBody = `
+DECLARE
+	v_top   bigint := pg_catalog.pg_current_xact_id_if_assigned()::text::int8;
+	v_xmin  xid;
+	v_xmax  xid;
+	v_at    timestamptz;
+	v_after xid;
+	v_low   bigint;
+	v_d     bigint;
+BEGIN
+	IF v_top IS NULL THEN
+		RETURN false; -- no xid: this transaction has locked and written nothing
+	END IF;
+	SELECT h.xmin, h.xmax, h.updated_at INTO v_xmin, v_xmax, v_at FROM fence.hwm AS h WHERE h.resource = p_resource;
+	IF NOT FOUND THEN
+		RETURN false;
+	END IF;
+	v_low := v_top & 4294967295;
+	IF v_xmax::text::int8 = v_low THEN
+		RETURN true;
+	END IF;
+	-- The xmin column shows a frozen row's original xid, which may repeat
+	-- our xid's low bits; a version we wrote also carries our now().
+	IF v_at = pg_catalog.now() AND v_xmin::text::int8 = v_low THEN
+		RETURN true;
+	END IF;
+	v_d := (v_xmin::text::int8 - v_low + 4294967296) % 4294967296;
+	IF v_at = pg_catalog.now() AND v_d < 2147483648 THEN
+		BEGIN
+			IF pg_catalog.pg_xact_status((v_top + v_d)::text::pg_catalog.xid8) = 'in progress' THEN
+				RETURN true;
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			NULL; -- an old frozen xmin that maps past the next xid
+		END;
+	END IF;
+	IF v_xmax::text = '0' THEN
+		RETURN false;
+	END IF;
+	BEGIN
+		PERFORM FROM fence.hwm AS h WHERE h.resource = p_resource FOR NO KEY UPDATE NOWAIT;
+		SELECT h.xmax INTO v_after FROM fence.hwm AS h WHERE h.resource = p_resource;
+		RAISE EXCEPTION USING ERRCODE = 'FZ001';
+	EXCEPTION
+		WHEN lock_not_available THEN
+			RETURN false;
+		WHEN SQLSTATE 'FZ001' THEN
+			RETURN v_after::text = v_xmax::text;
+	END;
+END
+`
+
+// guardBody is the trigger function: every resource in TG_ARGV must have
+// passed its check. The common case (the check ran at the top level of
+// this transaction: the mark's row is locked or written by our xid) is
+// decided here with one plain SELECT; anything else asks fence.passed.
+const guardBody = `
+DECLARE
+	v_low  bigint := pg_catalog.pg_current_xact_id_if_assigned()::text::int8 & 4294967295;
+	v_xmin xid;
+	v_xmax xid;
+	v_at   timestamptz;
+BEGIN
+	FOR i IN 0 .. TG_NARGS - 1 LOOP
+		SELECT h.xmin, h.xmax, h.updated_at INTO v_xmin, v_xmax, v_at FROM fence.hwm AS h WHERE h.resource = TG_ARGV[i];
+		CONTINUE WHEN v_xmax::text::int8 = v_low OR v_at = pg_catalog.now() AND v_xmin::text::int8 = v_low;
+		IF NOT fence.passed(TG_ARGV[i]) THEN
+			RAISE EXCEPTION USING ERRCODE = '` + CodeTokenRequired + `',
+				MESSAGE = pg_catalog.format('fencing token required: %s on %I.%I refused: the table is protected by resource "%s" and this transaction has not passed a fence check for it',
+					TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[i]),
+				HINT = 'Write through fenceproxy with a fencing token, or CALL fence.check(…) for this resource earlier in the same transaction.';
+		END IF;
+	END LOOP;
+	RETURN NULL;
+END
+`
+
+// refreshBody recomputes the registry's derived rows from the configured
+// ones and the catalogs: a configured table's resource guards it, its
+// descendants (partitions, inheritance children: a write to them is a write
+// to it) and its ancestors (a write through them can reach it). Rows of
+// dropped relations go. It writes only what changed.
+const refreshBody = `
+BEGIN
+	DELETE FROM fence.protected AS p
+	WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = p.relid);
+	WITH RECURSIVE conf AS (
+		SELECT p.relid, p.resource FROM fence.protected AS p WHERE p.resource IS NOT NULL
+	), down(relid, resource) AS (
+		SELECT * FROM conf
+		UNION SELECT i.inhrelid, d.resource FROM pg_catalog.pg_inherits AS i JOIN down AS d ON i.inhparent = d.relid
+	), up(relid, resource) AS (
+		SELECT * FROM conf
+		UNION SELECT i.inhparent, u.resource FROM pg_catalog.pg_inherits AS i JOIN up AS u ON i.inhrelid = u.relid
+	), want AS (
+		SELECT x.relid, pg_catalog.array_agg(DISTINCT x.resource ORDER BY x.resource) AS resources
+		FROM (SELECT * FROM down UNION SELECT * FROM up) AS x GROUP BY x.relid
+	), gone AS (
+		DELETE FROM fence.protected AS p
+		WHERE NOT EXISTS (SELECT FROM want AS w WHERE w.relid = p.relid)
+	)
+	INSERT INTO fence.protected AS p (relid, resources)
+	SELECT w.relid, w.resources FROM want AS w
+	ON CONFLICT (relid) DO UPDATE SET resources = excluded.resources, updated_at = pg_catalog.now()
+	WHERE p.resources IS DISTINCT FROM excluded.resources;
+END
+`
+
+// triggerArgs is the tgargs bytea that fence.guard(resources…) stores, for
+// comparing an installed trigger with the registry.
+const triggerArgs = `(SELECT pg_catalog.decode(COALESCE(pg_catalog.string_agg(pg_catalog.encode(pg_catalog.convert_to(u.x, pg_catalog.getdatabaseencoding()), 'hex') || '00', '' ORDER BY u.o), ''), 'hex')
+	FROM pg_catalog.unnest(p.resources) WITH ORDINALITY AS u(x, o))`
+
+// guardTriggerType is pg_trigger.tgtype of BEFORE INSERT OR UPDATE OR
+// DELETE OR TRUNCATE … FOR EACH STATEMENT.
+const guardTriggerType = "62"
+
+// guardMissing selects the registry rows p whose relation lacks the guard
+// trigger as the registry wants it.
+const guardMissing = `NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t
+	WHERE t.tgrelid = p.relid AND t.tgname = '` + GuardTrigger + `'
+	AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure AND t.tgtype = ` + guardTriggerType + `
+	AND t.tgenabled IN ('O', 'A') AND t.tgargs = ` + triggerArgs + `)`
+
+// syncBody makes the guard triggers match the registry (after fence.refresh)
+// and returns the DDL, which it runs only when p_apply. It runs with the
+// caller's rights: creating a trigger needs TRIGGER on the table.
+const syncBody = `
+DECLARE
+	r     record;
+	v_sql text;
+BEGIN
+	PERFORM fence.refresh();
+	FOR r IN
+		SELECT p.relid::pg_catalog.regclass::text AS rel,
+			(SELECT pg_catalog.string_agg(pg_catalog.quote_literal(u.x), ', ' ORDER BY u.o)
+			 FROM pg_catalog.unnest(p.resources) WITH ORDINALITY AS u(x, o)) AS args
+		FROM fence.protected AS p WHERE ` + guardMissing + `
+		ORDER BY 1
+	LOOP
+		v_sql := pg_catalog.format('CREATE OR REPLACE TRIGGER ` + GuardTrigger + ` BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fence.guard(%s)', r.rel, r.args);
+		IF p_apply THEN
+			EXECUTE v_sql;
+		END IF;
+		RETURN NEXT v_sql;
+	END LOOP;
+	FOR r IN
+		SELECT t.tgrelid::pg_catalog.regclass::text AS rel FROM pg_catalog.pg_trigger AS t
+		WHERE t.tgname = '` + GuardTrigger + `' AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure
+		AND NOT EXISTS (SELECT FROM fence.protected AS p WHERE p.relid = t.tgrelid)
+		ORDER BY 1
+	LOOP
+		v_sql := pg_catalog.format('DROP TRIGGER ` + GuardTrigger + ` ON %s', r.rel);
+		IF p_apply THEN
+			EXECUTE v_sql;
+		END IF;
+		RETURN NEXT v_sql;
+	END LOOP;
+END
+`
+
+// ddlRelationsBody maps an object a DDL command touched to the relations it
+// belongs to: a relation (or column), an index's table, every relation of a
+// schema, a trigger's, rule's, policy's, constraint's or default's table.
+const ddlRelationsBody = `
+SELECT CASE p_classid
+	WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN
+		ARRAY[COALESCE((SELECT i.indrelid FROM pg_catalog.pg_index AS i WHERE i.indexrelid = p_objid), p_objid)]
+	WHEN 'pg_catalog.pg_namespace'::pg_catalog.regclass THEN
+		ARRAY(SELECT c.oid FROM pg_catalog.pg_class AS c WHERE c.relnamespace = p_objid)
+	WHEN 'pg_catalog.pg_trigger'::pg_catalog.regclass THEN
+		ARRAY(SELECT t.tgrelid FROM pg_catalog.pg_trigger AS t WHERE t.oid = p_objid)
+	WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN
+		ARRAY(SELECT r.ev_class FROM pg_catalog.pg_rewrite AS r WHERE r.oid = p_objid)
+	WHEN 'pg_catalog.pg_policy'::pg_catalog.regclass THEN
+		ARRAY(SELECT p.polrelid FROM pg_catalog.pg_policy AS p WHERE p.oid = p_objid)
+	WHEN 'pg_catalog.pg_constraint'::pg_catalog.regclass THEN
+		ARRAY(SELECT c.conrelid FROM pg_catalog.pg_constraint AS c WHERE c.oid = p_objid)
+	WHEN 'pg_catalog.pg_attrdef'::pg_catalog.regclass THEN
+		ARRAY(SELECT d.adrelid FROM pg_catalog.pg_attrdef AS d WHERE d.oid = p_objid)
+	ELSE '{}'::oid[]
+END
+`
+
+// ddlRequireBody refuses, with 55Z02, a command (p_tag) that touched a
+// guarded relation of p_rels when this transaction has not passed the check
+// of each of its resources.
+const ddlRequireBody = `
+DECLARE
+	r record;
+BEGIN
+	FOR r IN
+		SELECT COALESCE(c.oid::pg_catalog.regclass::text, p.configured, 'relation ' || p.relid) AS rel, u.x AS resource
+		FROM fence.protected AS p LEFT JOIN pg_catalog.pg_class AS c ON c.oid = p.relid,
+			pg_catalog.unnest(p.resources) AS u(x)
+		WHERE p.relid = ANY (p_rels)
+		ORDER BY 1, 2
+	LOOP
+		IF NOT fence.passed(r.resource) THEN
+			RAISE EXCEPTION USING ERRCODE = '` + CodeTokenRequired + `',
+				MESSAGE = pg_catalog.format('fencing token required: %s on protected table %s refused: this transaction has not passed a fence check for resource "%s"', p_tag, r.rel, r.resource),
+				HINT = 'Run the DDL through fenceproxy with a fencing token, or CALL fence.check(…) for this resource earlier in the same transaction.';
+		END IF;
+	END LOOP;
+END
+`
+
+// ddlGuardBody is the ddl_command_end event trigger: DDL on a guarded
+// relation needs the check. ALTER TABLE is checked before and after the
+// registry follows the change (… INHERIT makes a table guarded, NO INHERIT
+// or DETACH ends it). A new partition or child (CREATE TABLE: empty, so no
+// check) and an attached one get their guard trigger.
+const ddlGuardBody = `
+DECLARE
+	r       record;
+	v_rels  oid[] := '{}';
+	v_sync  boolean := false;
+	v_alter boolean := false;
+BEGIN
+	FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands() LOOP
+		IF r.command_tag <> 'CREATE TRIGGER' THEN
+			v_rels := v_rels || fence.ddl_relations(r.classid, r.objid);
+			v_sync := v_sync OR r.command_tag IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE');
+			v_alter := v_alter OR r.command_tag <> 'CREATE TABLE';
+		END IF;
+	END LOOP;
+	IF pg_catalog.cardinality(v_rels) = 0 THEN
+		RETURN;
+	END IF;
+	PERFORM fence.ddl_require(v_rels, TG_TAG);
+	IF v_sync THEN
+		PERFORM fence.refresh();
+		IF EXISTS (SELECT FROM fence.protected AS p WHERE p.relid = ANY (v_rels)) THEN
+			IF v_alter THEN
+				PERFORM fence.ddl_require(v_rels, TG_TAG);
+			END IF;
+			PERFORM fence.sync(true);
+		END IF;
+	END IF;
+END
+`
+
+// dropGuardBody is the sql_drop event trigger: dropping a guarded relation
+// (also through DROP SCHEMA … CASCADE or DROP OWNED BY), or the guard trigger,
+// a rule or a policy of one, needs the check.
+const dropGuardBody = `
+DECLARE
+	r      record;
+	v_rels oid[] := '{}';
+BEGIN
+	FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects() LOOP
+		IF r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass THEN
+			v_rels := v_rels || r.objid;
+		ELSIF r.classid IN ('pg_catalog.pg_trigger'::pg_catalog.regclass, 'pg_catalog.pg_rewrite'::pg_catalog.regclass,
+				'pg_catalog.pg_policy'::pg_catalog.regclass) AND pg_catalog.cardinality(r.address_names) = 3 THEN
+			v_rels := v_rels || pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]))::oid;
+		END IF;
+	END LOOP;
+	PERFORM fence.ddl_require(v_rels, TG_TAG);
+	PERFORM fence.refresh();
+END
+`
+
+// guardRoutines are the routines of migration 3 with their signatures.
+var guardRoutines = []string{
+	"fence.passed(text)", "fence.guard()", "fence.refresh()", "fence.sync(boolean)",
+	"fence.ddl_relations(oid, oid)", "fence.ddl_require(oid[], text)", "fence.ddl_guard()", "fence.drop_guard()",
+}
