@@ -71,7 +71,11 @@ type analysis struct {
 // token and guards no table, a text that cannot be read safely is
 // forwarded, and a probe after it asks the server whether it set a token.
 func (s *Session) analyze(sql string) analysis {
-	matters := mayMatter(sql)
+	return s.analyzeKnown(sql, mayMatter(sql))
+}
+
+// analyzeKnown is analyze with mayMatter(sql) already known.
+func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0 && s.unit.key.covers(s.sessionKey())) {
 		// It cannot set a token, carry a directive, end the transaction or
 		// touch schema fence; and either nothing in the session is fenced,
