@@ -24,7 +24,7 @@ type reader struct {
 }
 
 func newReader(r io.Reader) *reader {
-	return &reader{br: bufio.NewReaderSize(r, 32*1024)}
+	return &reader{br: bufio.NewReaderSize(r, ioBufferSize)}
 }
 
 // header reads the next message header and returns the type and body length.

@@ -61,6 +61,30 @@ type session struct {
 	txStatus byte
 }
 
+// newRelay returns a session that relays between client and upstream, two
+// connections past startup and authentication, with its gate set up for a
+// client whose startup parameters were params. The caller runs
+// startupProbe, then proxy. Server.Serve builds its sessions step by step
+// instead (startup, connect, authentication); newRelay lets the relay run
+// over any pair of net.Conns, such as net.Pipe in tests.
+func (srv *Server) newRelay(client, upstream net.Conn, params map[string]string) *session {
+	s := srv.newSession(client)
+	s.attach(upstream)
+	s.gate = gate.NewSession(srv.fencing, params)
+	return s
+}
+
+// ioBufferSize is the size of each buffered reader and writer of a session.
+const ioBufferSize = 32 * 1024
+
+// attach makes upstream the session's upstream connection and sets up
+// buffered readers and writers on both connections.
+func (s *session) attach(upstream net.Conn) {
+	s.upstream = upstream
+	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(s.client, ioBufferSize)
+	s.ur, s.uw = newReader(upstream), bufio.NewWriterSize(upstream, ioBufferSize)
+}
+
 func (s *session) close() {
 	s.closeOnce.Do(func() {
 		close(s.closed)

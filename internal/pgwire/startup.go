@@ -1,8 +1,7 @@
 package pgwire
 
 import (
-	"bufio"
-	"encoding/binary"
+		"encoding/binary"
 	"errors"
 	"net"
 	"time"
@@ -86,10 +85,8 @@ func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
 		raw.Close()
 		return err
 	}
-	s.upstream = conn
 	conn.SetDeadline(deadline)
-	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(s.client, 32*1024)
-	s.ur, s.uw = newReader(conn), bufio.NewWriterSize(conn, 32*1024)
+	s.attach(conn)
 	buf, err := startup.Encode(nil)
 	if err != nil {
 		return err
