@@ -97,13 +97,13 @@ func (s *session) clientMessage(typ byte, n int) error {
 		if err != nil {
 			return err
 		}
-		return s.apply(d, func() error {
-			if err := s.writeRaw(s.uw, typ, body); err != nil {
-				return err
+		own, err := s.applyBefore(d)
+		if err == nil && own {
+			if err = s.writeRaw(s.uw, typ, body); err == nil {
+				s.sent(typ)
 			}
-			s.sent(typ)
-			return nil
-		})
+		}
+		return s.applyAfter(d, err)
 	case 'B':
 		return s.bind(n)
 	case 'S', 'F':
@@ -116,7 +116,11 @@ func (s *session) clientMessage(typ byte, n int) error {
 				return err
 			}
 		}
-		return s.apply(d, func() error { return s.forward(typ, n) })
+		own, err := s.applyBefore(d)
+		if err == nil && own {
+			err = s.forward(typ, n)
+		}
+		return s.applyAfter(d, err)
 	}
 	return s.forward(typ, n)
 }
@@ -199,23 +203,29 @@ func (s *session) waitSettled() error {
 	return nil
 }
 
-// apply carries out d around the client's own message, which own writes.
-func (s *session) apply(d gate.Decision, own func() error) error {
+// applyBefore carries out what d puts ahead of the client's message: the
+// messages before it, or its replacement. own reports whether the client's
+// message itself goes upstream next; the caller writes it, then calls
+// applyAfter. (Two calls rather than one taking a closure: a closure per
+// message costs an allocation.)
+func (s *session) applyBefore(d gate.Decision) (own bool, err error) {
 	if len(d.Before) > 0 || d.Replace != nil || d.Drop {
 		s.srv.metrics.checks.Inc()
 	}
 	if err := s.writeMessages(d.Before); err != nil {
-		return err
+		return false, err
 	}
-	switch {
-	case d.Replace != nil:
-		if err := s.writeUpstream(d.Replace); err != nil {
-			return err
-		}
-	case !d.Drop:
-		if err := own(); err != nil {
-			return err
-		}
+	if d.Replace != nil {
+		return false, s.writeUpstream(d.Replace)
+	}
+	return !d.Drop, nil
+}
+
+// applyAfter writes the messages d puts after the client's, unless err (of
+// what was written before them) is not nil: then it returns err.
+func (s *session) applyAfter(d gate.Decision, err error) error {
+	if err != nil {
+		return err
 	}
 	return s.writeMessages(d.After)
 }
@@ -261,16 +271,24 @@ func (s *session) bind(n int) error {
 			return err
 		}
 	}
-	return s.apply(d, func() error {
-		if err := writeHeader(s.uw, 'B', n); err != nil {
-			return err
-		}
-		s.uw.WriteString(portal)
-		s.uw.WriteByte(0)
-		s.uw.WriteString(stmt)
-		s.uw.WriteByte(0)
-		return s.cr.copyBody(s.uw, rest)
-	})
+	own, err := s.applyBefore(d)
+	if err == nil && own {
+		err = s.forwardBind(n, portal, stmt, rest)
+	}
+	return s.applyAfter(d, err)
+}
+
+// forwardBind writes a Bind upstream: its header and names, then the rest
+// of its body streamed from the client.
+func (s *session) forwardBind(n int, portal, stmt string, rest int) error {
+	if err := writeHeader(s.uw, 'B', n); err != nil {
+		return err
+	}
+	s.uw.WriteString(portal)
+	s.uw.WriteByte(0)
+	s.uw.WriteString(stmt)
+	s.uw.WriteByte(0)
+	return s.cr.copyBody(s.uw, rest)
 }
 
 func bindError(err error) error {

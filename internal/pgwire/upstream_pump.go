@@ -29,14 +29,14 @@ func (s *session) pumpUpstream() {
 		}
 		s.srv.metrics.bytesToClient.Add(float64(n + headerLen))
 		closing, err := s.upstreamMessage(typ, n)
-		var re *replyError
-		if errors.As(err, &re) {
-			s.log.Error("ending session", "err", err)
-			s.cw.Flush()
-			s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
-			return
-		}
 		if err != nil {
+			var re *replyError // declared here: errors.As moves it to the heap
+			if errors.As(err, &re) {
+				s.log.Error("ending session", "err", err)
+				s.cw.Flush()
+				s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
+				return
+			}
 			if s.adminStop.Load() {
 				s.cw.Reset(s.client) // drop the unsent part of the message
 				s.sendClient(shutdownError())
