@@ -15,6 +15,8 @@ import (
 // showing gate the messages it decides on.
 // It returns a *clientError when the client's input must be refused.
 func (s *session) pumpClient() error {
+	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
+	defer relayed.flush()
 	for {
 		typ, n, err := s.cr.header()
 		if errors.Is(err, errProtocol) {
@@ -29,7 +31,7 @@ func (s *session) pumpClient() error {
 		if err := s.checkClientMessage(typ, n); err != nil {
 			return err
 		}
-		s.srv.metrics.bytesUpstream.Add(float64(n + headerLen))
+		relayed.n += n + headerLen
 		if err := s.clientMessage(typ, n); err != nil {
 			var ce *clientError
 			if errors.As(err, &ce) {
@@ -46,6 +48,7 @@ func (s *session) pumpClient() error {
 			return nil
 		}
 		if s.cr.idle() {
+			relayed.flush()
 			if err := s.uw.Flush(); err != nil {
 				return nil
 			}

@@ -75,3 +75,19 @@ func (m *metrics) refusal(code string) {
 	}
 	m.fenceRefusals.WithLabelValues(code).Inc()
 }
+
+// byteCount gathers one direction's relayed bytes for its counter, which
+// it adds to at flush points rather than per message: the counter is
+// shared by every session, and one atomic add per message on it makes the
+// cores contend for its cache line.
+type byteCount struct {
+	counter prometheus.Counter
+	n       int
+}
+
+func (b *byteCount) flush() {
+	if b.n > 0 {
+		b.counter.Add(float64(b.n))
+		b.n = 0
+	}
+}

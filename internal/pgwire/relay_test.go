@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeUpstream answers frontend messages the way PostgreSQL answers a
@@ -61,7 +62,7 @@ func fakeUpstream(conn net.Conn) {
 // pipeRelay runs a session between a pgproto3 client and fakeUpstream over
 // net.Pipe, past its startup probe, and returns the client's end. The
 // session ends when the test does.
-func pipeRelay(tb testing.TB) *pgproto3.Frontend {
+func pipeRelay(tb testing.TB) (*pgproto3.Frontend, *session) {
 	tb.Helper()
 	clientEnd, proxyClient := net.Pipe()
 	proxyUp, upstreamEnd := net.Pipe()
@@ -77,7 +78,7 @@ func pipeRelay(tb testing.TB) *pgproto3.Frontend {
 		<-done
 		upstreamEnd.Close()
 	})
-	return pgproto3.NewFrontend(clientEnd, clientEnd)
+	return pgproto3.NewFrontend(clientEnd, clientEnd), s
 }
 
 // roundTrip sends msgs and returns the types of the replies up to
@@ -116,7 +117,8 @@ var (
 // TestRelayOverPipe: the relay, its startup probe hidden, passes a simple
 // query and a prepared statement's replies through unchanged.
 func TestRelayOverPipe(t *testing.T) {
-	fe := pipeRelay(t)
+	fe, s := pipeRelay(t)
+	var sent int
 	for _, tt := range []struct {
 		name string
 		msgs []pgproto3.FrontendMessage
@@ -130,6 +132,14 @@ func TestRelayOverPipe(t *testing.T) {
 		if got := string(roundTrip(t, fe, tt.msgs...)); got != tt.want {
 			t.Errorf("%s: client got %q, want %q", tt.name, got, tt.want)
 		}
+		for _, m := range tt.msgs {
+			buf, _ := m.Encode(nil)
+			sent += len(buf)
+		}
+		// Counted by the time the reply arrives, though not per message.
+		if got := testutil.ToFloat64(s.srv.metrics.bytesUpstream); got != float64(sent) {
+			t.Errorf("%s: fenceproxy_upstream_sent_bytes_total = %v, want %d", tt.name, got, sent)
+		}
 	}
 }
 
@@ -137,14 +147,14 @@ func TestRelayOverPipe(t *testing.T) {
 // (the proxy's code and the Go runtime's hand-offs, no kernel sockets).
 func BenchmarkRelay(b *testing.B) {
 	b.Run("simple", func(b *testing.B) {
-		fe := pipeRelay(b)
+		fe, _ := pipeRelay(b)
 		b.ReportAllocs()
 		for b.Loop() {
 			roundTrip(b, fe, selectQuery...)
 		}
 	})
 	b.Run("prepared", func(b *testing.B) {
-		fe := pipeRelay(b)
+		fe, _ := pipeRelay(b)
 		roundTrip(b, fe, prepare...)
 		b.ReportAllocs()
 		for b.Loop() {

@@ -13,6 +13,8 @@ import (
 // messages the gate injected are dropped.
 func (s *session) pumpUpstream() {
 	var lastFatal bool
+	relayed := byteCount{counter: s.srv.metrics.bytesToClient}
+	defer relayed.flush()
 	for {
 		typ, n, err := s.ur.header()
 		if err != nil {
@@ -27,7 +29,7 @@ func (s *session) pumpUpstream() {
 			}
 			return
 		}
-		s.srv.metrics.bytesToClient.Add(float64(n + headerLen))
+		relayed.n += n + headerLen
 		closing, err := s.upstreamMessage(typ, n)
 		if err != nil {
 			var re *replyError // declared here: errors.As moves it to the heap
@@ -52,6 +54,7 @@ func (s *session) pumpUpstream() {
 			return
 		}
 		if s.ur.idle() {
+			relayed.flush()
 			if err := s.cw.Flush(); err != nil {
 				return
 			}
