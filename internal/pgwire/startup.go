@@ -1,7 +1,7 @@
 package pgwire
 
 import (
-		"encoding/binary"
+	"encoding/binary"
 	"errors"
 	"net"
 	"time"
