@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -28,7 +29,10 @@ const (
 // fenceCodes are the SQLSTATEs counted by name in
 // fenceproxy_fence_refusals_total; any other error of an injected statement
 // counts as "other".
-var fenceCodes = map[string]bool{"55Z01": true, "55Z02": true, "55Z03": true, "22023": true, "42501": true, "0A000": true}
+var fenceCodes = map[string]bool{
+	sqlstate.StaleToken: true, sqlstate.TokenRequired: true, sqlstate.NotInstalled: true,
+	sqlstate.InvalidParameterValue: true, sqlstate.InsufficientPrivilege: true, sqlstate.FeatureNotSupported: true,
+}
 
 // newMetrics registers the metrics with reg; a nil reg keeps them
 // unregistered (they still count, nobody reads them).
