@@ -31,7 +31,7 @@ func (s *session) pumpClient() error {
 		if err := s.checkClientMessage(typ, n); err != nil {
 			return err
 		}
-		relayed.n += n + headerLen
+		relayed.add(n + headerLen)
 		if err := s.clientMessage(typ, n); err != nil {
 			var ce *clientError
 			if errors.As(err, &ce) {

@@ -83,10 +83,20 @@ func (m *metrics) refusal(code string) {
 // byteCount gathers one direction's relayed bytes for its counter, which
 // it adds to at flush points rather than per message: the counter is
 // shared by every session, and one atomic add per message on it makes the
-// cores contend for its cache line.
+// cores contend for its cache line. A long stream with no flush point (a
+// COPY) is counted every byteCountBatch bytes.
 type byteCount struct {
 	counter prometheus.Counter
 	n       int
+}
+
+const byteCountBatch = 1 << 20
+
+func (b *byteCount) add(n int) {
+	b.n += n
+	if b.n >= byteCountBatch {
+		b.flush()
+	}
 }
 
 func (b *byteCount) flush() {

@@ -29,7 +29,7 @@ func (s *session) pumpUpstream() {
 			}
 			return
 		}
-		relayed.n += n + headerLen
+		relayed.add(n + headerLen)
 		closing, err := s.upstreamMessage(typ, n)
 		if err != nil {
 			var re *replyError // declared here: errors.As moves it to the heap
