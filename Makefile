@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory bench-guard fuzz fuzz-diff clean chaos
+.PHONY: build test vet lint unit integration bench bench-pgbench bench-memory bench-guard bench-compare fuzz fuzz-diff clean chaos
 
 build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
@@ -56,6 +56,14 @@ bench-memory:
 ## through the proxy; prints both pass counts and the difference of the pass sets
 compat: test-deps
 	$(GO) test -tags compat -count=1 -v -timeout 90m -run TestPgxSuite ./integration/compat/
+
+## bench-compare: fenceproxy beside PgBouncer (session mode) on loopback, pgbench
+## workloads interleaved over ROUNDS rounds; prints TPS, latency and the proxy's
+## CPU µs per transaction. Installs pgbouncer (Debian package) when missing.
+## BENCH_PROFILE=DIR also saves CPU profiles of fenceproxy there.
+ROUNDS ?= 3
+bench-compare:
+	GO=$(GO) bash .ci/bench-compare -benchtime $(ROUNDS)x
 
 ## lint: gofmt, go vet and staticcheck
 lint: vet

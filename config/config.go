@@ -38,6 +38,11 @@ type Config struct {
 	// MetricsListen is the address of the HTTP server for /metrics
 	// (Prometheus), /healthz and /readyz. Empty: no HTTP server.
 	MetricsListen string `yaml:"metrics_listen"`
+	// DebugPprof serves Go's profiler (net/http/pprof) under /debug/pprof/
+	// on metrics_listen. Off by default: a profile shows query texts in
+	// flight and costs CPU while it runs; turn it on to find where the
+	// proxy's time goes, on an address only operators reach.
+	DebugPprof bool `yaml:"debug_pprof"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (chain) and key
 	// the proxy presents to clients that ask for TLS. Both or neither; they
@@ -191,6 +196,9 @@ func (c *Config) Validate() error {
 		if err := checkAddr("metrics_listen", c.MetricsListen); err != nil {
 			return err
 		}
+	}
+	if c.DebugPprof && c.MetricsListen == "" {
+		return errors.New("config: debug_pprof: needs metrics_listen, the address it is served on")
 	}
 	if c.Reads != "advance" && c.Reads != "check" {
 		return fmt.Errorf("config: reads: %q is neither \"advance\" nor \"check\"", c.Reads)

@@ -127,6 +127,8 @@ func TestValidateTLSAndLimits(t *testing.T) {
 		{"huge messages", func(c *Config) { c.MaxMessageBytes = 1 << 30 }, "max_message_bytes: 1073741824"},
 		{"zero timeout", func(c *Config) { c.ShutdownTimeout = 0 }, `shutdown_timeout: 0s, want a positive duration`},
 		{"negative timeout", func(c *Config) { c.StartupTimeout = -time.Second }, `startup_timeout: -1s`},
+		{"pprof without metrics_listen", func(c *Config) { c.DebugPprof = true }, "debug_pprof: needs metrics_listen"},
+		{"pprof on metrics_listen", func(c *Config) { c.DebugPprof, c.MetricsListen = true, "127.0.0.1:9187" }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

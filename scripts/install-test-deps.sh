@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond Go: PostgreSQL's server and client
 # programs, and the client drivers of the driver matrix (integration/drivers):
-# psycopg 3 and asyncpg for Debian's python3, node-postgres, pgjdbc and a JDK.
+# psycopg 3 and asyncpg for Debian's python3, node-postgres, pgjdbc and a JDK;
+# and PgBouncer, for the bench-compare harness's smoke test.
 # Only what is missing is installed, so a second run takes about a second.
 # Debian packages through apt-get (as root, or through sudo); `pg` from npm
 # into integration/drivers/testdata/node (versions pinned by its lockfile).
@@ -28,6 +29,8 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 { command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; } || missing+=(default-jdk-headless)
 [ -f "$JDBC_JAR" ] || missing+=(libpostgresql-jdbc-java)
+# PgBouncer: the bench-compare harness's smoke test (TestCompareHarness).
+{ command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; } || missing+=(pgbouncer)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	sudo=()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
@@ -21,9 +22,10 @@ import (
 //	/readyz   200 when the proxy accepts clients and the upstream answers a
 //	          TCP connect within a second; 503 with the reason otherwise
 //	          (shutting down, upstream unreachable)
+//	/debug/pprof/  Go's profiler, only when pprof is true
 //
 // The returned function stops the server.
-func serveHTTP(addr string, reg *prometheus.Registry, srv *pgwire.Server, upstream string, log *slog.Logger) (func(), error) {
+func serveHTTP(addr string, pprof bool, reg *prometheus.Registry, srv *pgwire.Server, upstream string, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics_listen: %w", err)
@@ -40,6 +42,9 @@ func serveHTTP(addr string, reg *prometheus.Registry, srv *pgwire.Server, upstre
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if pprof {
+		handlePprof(mux)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -68,4 +73,15 @@ func ready(ctx context.Context, srv *pgwire.Server, upstream string) error {
 	}
 	conn.Close()
 	return nil
+}
+
+// handlePprof serves net/http/pprof's handlers on mux under /debug/pprof/
+// (registered here, not on http.DefaultServeMux, so that they exist only
+// when configured).
+func handlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }

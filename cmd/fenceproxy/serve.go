@@ -143,7 +143,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer stopHup()
 	srv := pgwire.NewServer(pcfg)
 	if cfg.MetricsListen != "" {
-		stopHTTP, err := serveHTTP(cfg.MetricsListen, reg, srv, cfg.Upstream, log)
+		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, log)
 		if err != nil {
 			ln.Close()
 			return err

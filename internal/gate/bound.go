@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"strconv"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -28,8 +29,8 @@ const (
 
 // SQLSTATEs of texts the proxy cannot analyse safely.
 const (
-	codeTooComplex = "54001" // statement_too_complex
-	codeTooLong    = "54000" // program_limit_exceeded
+	codeTooComplex = sqlstate.StatementTooComplex
+	codeTooLong    = sqlstate.ProgramLimitExceeded
 )
 
 // checkBounds returns an error for a text the parser must not see.

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"container/list"
+	"strings"
 	"sync"
 )
 
@@ -24,18 +25,27 @@ const maxCachedText = 64 << 10
 // a new token in a comment on every statement misses every time (and parses,
 // as it would without a cache) and, in a busy cache, pushes other entries
 // out. Prefer the lock.fencing_token setting for per-call tokens.
+//
+// Texts that differ only in integer literals (inlined values, as in
+// pgbench's simple protocol) share one parse when literalShape can prove
+// they lex alike: a miss on the exact text looks up its shape before
+// parsing.
 type Analyzer struct {
 	size int
 
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *cacheEntry
 	lru     list.List                // front = most recently used
+
+	shapesOnce sync.Once
+	byShape    *Analyzer // see shapes
 }
 
 type cacheEntry struct {
-	sql string
-	a   *Analysis
-	err error
+	sql    string
+	a      *Analysis
+	err    error
+	sqlLen int // shapes: the length of the text a was made from
 }
 
 // NewAnalyzer returns an Analyzer that keeps the results for up to size
@@ -56,13 +66,45 @@ func (c *Analyzer) Analyze(sql string) (*Analysis, error) {
 	if e, ok := c.lookup(sql); ok {
 		return e.a, e.err
 	}
+	shape, shaped := literalShape(sql)
+	if shaped {
+		if e, ok := c.shapes().lookup(shape); ok {
+			return e.a.forText(sql, e.sqlLen), nil
+		}
+	}
 	// Parse outside the lock: two sessions missing on the same text at once
 	// both parse, and the second insert wins; both results are equal.
 	a, err := Analyze(sql)
 	if len(sql) <= maxCachedText {
 		c.insert(sql, a, err)
 	}
+	if shaped && err == nil && len(a.Statements) == 1 {
+		c.shapes().insertLen(shape, a, nil, len(sql))
+	}
 	return a, err
+}
+
+// shapes is the cache of analyses by literalShape: texts that differ only
+// in integer literals (pgbench's and most ORMs' inlined values) share one
+// parse. It holds single-statement analyses only and is as large as c.
+func (c *Analyzer) shapes() *Analyzer {
+	c.shapesOnce.Do(func() {
+		c.byShape = &Analyzer{size: c.size, entries: make(map[string]*list.Element, c.size)}
+	})
+	return c.byShape
+}
+
+// forText returns a's single statement as the analysis of sql, a text of
+// the same shape as the sqlLen-byte text a was made from. Only the
+// statement's End and Text differ: it starts at the same offset (no
+// literal comes before its first keyword), and ends as far from the end of
+// the text (no literal is replaced past its end: only comments and blanks
+// follow it).
+func (a *Analysis) forText(sql string, sqlLen int) *Analysis {
+	st := a.Statements[0]
+	st.End += len(sql) - sqlLen
+	st.Text = strings.TrimSpace(sql[st.Start:st.End])
+	return &Analysis{Statements: []Statement{st}}
 }
 
 // Len returns the number of cached texts.
@@ -90,15 +132,19 @@ func (c *Analyzer) lookup(sql string) (cacheEntry, bool) {
 }
 
 func (c *Analyzer) insert(sql string, a *Analysis, err error) {
+	c.insertLen(sql, a, err, 0)
+}
+
+func (c *Analyzer) insertLen(sql string, a *Analysis, err error, sqlLen int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[sql]; ok {
 		c.lru.MoveToFront(el)
 		e := el.Value.(*cacheEntry)
-		e.a, e.err = a, err
+		e.a, e.err, e.sqlLen = a, err, sqlLen
 		return
 	}
-	c.entries[sql] = c.lru.PushFront(&cacheEntry{sql: sql, a: a, err: err})
+	c.entries[sql] = c.lru.PushFront(&cacheEntry{sql: sql, a: a, err: err, sqlLen: sqlLen})
 	for c.lru.Len() > c.size {
 		oldest := c.lru.Back()
 		c.lru.Remove(oldest)

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"strconv"
 	"strings"
 
@@ -10,11 +11,11 @@ import (
 // SQLSTATEs of the refusals the gate itself decides (the server raises them
 // for the gate, inside the transaction, so they abort it like any error).
 const (
-	codeFenceWrite    = "42501" // insufficient_privilege: schema fence written through the proxy
-	codeCannotFence   = "0A000" // feature_not_supported: cannot be fenced atomically, or cannot be read safely
-	codeCannotParse   = "42601" // syntax_error: text the gate could not analyse, with fencing possible
-	codeReservedName  = "42939" // reserved_name: a name of the proxy's own statements
-	codeUnknownStmt   = "26000" // invalid_sql_statement_name: a statement the proxy does not know
+	codeFenceWrite    = sqlstate.InsufficientPrivilege   // schema fence written through the proxy
+	codeCannotFence   = sqlstate.FeatureNotSupported     // cannot be fenced atomically, or cannot be read safely
+	codeCannotParse   = sqlstate.SyntaxError             // text the gate could not analyse, with fencing possible
+	codeReservedName  = sqlstate.ReservedName            // a name of the proxy's own statements
+	codeUnknownStmt   = sqlstate.InvalidSQLStatementName // a statement the proxy does not know
 	msgFenceWrite     = "fenceproxy: schema fence holds the fencing high-water marks and cannot be written or altered through the proxy"
 	msgCannotFenceFn  = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
 	msgReserved       = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
@@ -71,7 +72,11 @@ type analysis struct {
 // token and guards no table, a text that cannot be read safely is
 // forwarded, and a probe after it asks the server whether it set a token.
 func (s *Session) analyze(sql string) analysis {
-	matters := mayMatter(sql)
+	return s.analyzeKnown(sql, mayMatter(sql))
+}
+
+// analyzeKnown is analyze with mayMatter(sql) already known.
+func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0 && s.unit.key.covers(s.sessionKey())) {
 		// It cannot set a token, carry a directive, end the transaction or
 		// touch schema fence; and either nothing in the session is fenced,

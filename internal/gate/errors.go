@@ -2,6 +2,7 @@ package gate
 
 import (
 	"errors"
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"strconv"
 
 	"github.com/pganalyze/pg_query_go/v6/parser"
@@ -12,7 +13,7 @@ import (
 const (
 	// SQLStateInvalidParameterValue (22023, invalid_parameter_value) is sent
 	// for a malformed fencing token or resource.
-	SQLStateInvalidParameterValue = "22023"
+	SQLStateInvalidParameterValue = sqlstate.InvalidParameterValue
 )
 
 // TokenError reports a malformed fencing token: not an integer, not

@@ -210,7 +210,7 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 	if lexRisky(p.text) && (p.lexUnsure || p.lex != s.settings) {
 		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
 	}
-	return s.analyze(p.text)
+	return s.analyzeKnown(p.text, p.mayMatter())
 }
 
 // inject returns the messages that carry out act before an Execute.

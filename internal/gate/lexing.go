@@ -85,41 +85,77 @@ var startWords = [...]string{"set", "do", "call", "end"}
 // and the words above are ASCII and cannot be escaped). When it says false,
 // and the session may hold no token and guards no table, the text needs no
 // analysis at all.
+//
+// It is one pass over the text: at each byte, only the words that start
+// with it (in either case) are compared. It runs on every statement of a
+// session that may be fenced, so it must stay cheap.
 func mayMatter(sql string) bool {
-	for _, w := range anywhereWords {
-		if containsFold(sql, w) {
-			return true
-		}
-	}
-	for _, w := range startWords {
-		if hasStartWord(sql, w) {
-			return true
+	for i := 0; i < len(sql); i++ {
+		for _, w := range matterWords[sql[i]] {
+			if hasFoldAt(sql, i, w.word) && (!w.start || isStartWordAt(sql, i, len(w.word))) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// hasStartWord reports whether word occurs in sql as a whole word that may
+// matterWord is one of anywhereWords (start false) or startWords.
+type matterWord struct {
+	word  string
+	start bool
+}
+
+// matterWords indexes anywhereWords and startWords by their first byte, in
+// lower and upper case.
+var matterWords = func() (idx [256][]matterWord) {
+	add := func(w string, start bool) {
+		c := w[0]
+		idx[c] = append(idx[c], matterWord{w, start})
+		if c >= 'a' && c <= 'z' {
+			idx[c-'a'+'A'] = append(idx[c-'a'+'A'], matterWord{w, start})
+		}
+	}
+	for _, w := range anywhereWords {
+		add(w, false)
+	}
+	for _, w := range startWords {
+		add(w, true)
+	}
+	return idx
+}()
+
+// hasFoldAt reports whether sql holds word, a lower-case ASCII word, at i,
+// in any ASCII case.
+func hasFoldAt(sql string, i int, word string) bool {
+	if i+len(word) > len(sql) {
+		return false
+	}
+	for j := 0; j < len(word); j++ {
+		c := sql[i+j]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != word[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// isStartWordAt reports whether the n bytes at i are a whole word that may
 // begin a statement: preceded, past blanks on the same line, by nothing, a
 // ';', or the '/' of a comment's end, or with a line break in between (a
 // "--" comment may end there).
-func hasStartWord(sql, word string) bool {
-	for i := 0; i+len(word) <= len(sql); i++ {
-		if !strings.EqualFold(sql[i:i+len(word)], word) {
-			continue
-		}
-		if i > 0 && isIdentByte(sql[i-1]) || i+len(word) < len(sql) && isIdentByte(sql[i+len(word)]) {
-			continue
-		}
-		j := i - 1
-		for j >= 0 && (sql[j] == ' ' || sql[j] == '\t' || sql[j] == '\r' || sql[j] == '\f' || sql[j] == '\v') {
-			j--
-		}
-		if j < 0 || sql[j] == ';' || sql[j] == '/' || sql[j] == '\n' {
-			return true
-		}
+func isStartWordAt(sql string, i, n int) bool {
+	if i > 0 && isIdentByte(sql[i-1]) || i+n < len(sql) && isIdentByte(sql[i+n]) {
+		return false
 	}
-	return false
+	j := i - 1
+	for j >= 0 && (sql[j] == ' ' || sql[j] == '\t' || sql[j] == '\r' || sql[j] == '\f' || sql[j] == '\v') {
+		j--
+	}
+	return j < 0 || sql[j] == ';' || sql[j] == '/' || sql[j] == '\n'
 }
 
 // isIdentByte reports whether c can continue an identifier or keyword

@@ -20,6 +20,22 @@ type prepared struct {
 	// earlier in the same unit).
 	lex       settings
 	lexUnsure bool
+
+	// matters caches mayMatter(text): 0 not yet known, 1 false, 2 true.
+	// The text of a prepared statement never changes.
+	matters uint8
+}
+
+// mayMatter returns mayMatter(p.text), computed once per prepared
+// statement rather than at every Execute.
+func (p *prepared) mayMatter() bool {
+	if p.matters == 0 {
+		p.matters = 1
+		if mayMatter(p.text) {
+			p.matters = 2
+		}
+	}
+	return p.matters == 2
 }
 
 // regKey names a prepared statement (portal false) or a portal. SQL

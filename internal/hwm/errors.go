@@ -2,6 +2,7 @@ package hwm
 
 import (
 	"errors"
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"strconv"
 )
 
@@ -10,11 +11,11 @@ import (
 // CodeMarkLowered; CodeNotInstalled is what ClientError turns a missing or
 // inaccessible store into.
 const (
-	CodeStaleToken    = "55Z01" // token below the resource's high-water mark
-	CodeTokenRequired = "55Z02" // protected resource written without a token
-	CodeNotInstalled  = "55Z03" // fence store not installed or not accessible
-	CodeInvalidToken  = "22023" // malformed token, or a token with no resource
-	CodeMarkLowered   = "55Z04" // a write that would lower a mark, outside fence.set_mark
+	CodeStaleToken    = sqlstate.StaleToken            // token below the resource's high-water mark
+	CodeTokenRequired = sqlstate.TokenRequired         // protected resource written without a token
+	CodeNotInstalled  = sqlstate.NotInstalled          // fence store not installed or not accessible
+	CodeInvalidToken  = sqlstate.InvalidParameterValue // malformed token, or a token with no resource
+	CodeMarkLowered   = sqlstate.MarkLowered           // a write that would lower a mark, outside fence.set_mark
 )
 
 // Sentinel errors, for errors.Is.

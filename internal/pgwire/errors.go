@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"errors"
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -11,13 +12,13 @@ var errProtocol = errors.New("protocol violation")
 
 // SQLSTATEs the proxy itself reports.
 const (
-	codeCannotConnect        = "08001" // sqlclient_unable_to_establish_sqlconnection
-	codeConnectionFailure    = "08006" // connection_failure
-	codeProtocolViolation    = "08P01" // protocol_violation
-	codeFeatureNotSupported  = "0A000"
-	codeInvalidAuthorization = "28000" // invalid_authorization_specification
-	codeTooManyConnections   = "53300" // too_many_connections
-	codeAdminShutdown        = "57P01" // admin_shutdown
+	codeCannotConnect        = sqlstate.CannotConnect
+	codeConnectionFailure    = sqlstate.ConnectionFailure
+	codeProtocolViolation    = sqlstate.ProtocolViolation
+	codeFeatureNotSupported  = sqlstate.FeatureNotSupported
+	codeInvalidAuthorization = sqlstate.InvalidAuthorization
+	codeTooManyConnections   = sqlstate.TooManyConnections
+	codeAdminShutdown        = sqlstate.AdminShutdown
 )
 
 // fatal builds the ErrorResponse the proxy sends before closing a connection.

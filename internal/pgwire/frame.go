@@ -24,7 +24,7 @@ type reader struct {
 }
 
 func newReader(r io.Reader) *reader {
-	return &reader{br: bufio.NewReaderSize(r, 32*1024)}
+	return &reader{br: bufio.NewReaderSize(r, ioBufferSize)}
 }
 
 // header reads the next message header and returns the type and body length.
@@ -96,11 +96,11 @@ func (r *reader) cstring(limit int) (string, error) {
 func (r *reader) idle() bool { return r.br.Buffered() == 0 }
 
 // writeHeader writes a message header for a body of n bytes.
+// It appends to the writer's own buffer: a header array passed to Write
+// would escape to the heap, one allocation per message.
 func writeHeader(w *bufio.Writer, typ byte, n int) error {
-	var hdr [headerLen]byte
-	hdr[0] = typ
-	binary.BigEndian.PutUint32(hdr[1:], uint32(n+4))
-	_, err := w.Write(hdr[:])
+	hdr := binary.BigEndian.AppendUint32(append(w.AvailableBuffer(), typ), uint32(n+4))
+	_, err := w.Write(hdr)
 	return err
 }
 

@@ -1,7 +1,6 @@
 package pgwire
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -138,11 +136,7 @@ func FuzzSession(f *testing.F) {
 		srv := NewServer(Config{Upstream: "fake", MaxMessageBytes: 4096})
 		clientEnd, proxyClient := net.Pipe()
 		proxyUp, upstreamEnd := net.Pipe()
-		s := srv.newSession(proxyClient)
-		s.upstream = proxyUp
-		s.cr, s.cw = newReader(proxyClient), bufio.NewWriter(proxyClient)
-		s.ur, s.uw = newReader(proxyUp), bufio.NewWriter(proxyUp)
-		s.gate = gate.NewSession(srv.fencing, map[string]string{"user": "u"})
+		s := srv.newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
 
 		// The fake upstream: frame what arrives, answer what needs a
 		// ReadyForQuery, and record whether the stream ended mid-message.

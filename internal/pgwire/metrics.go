@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -28,7 +29,10 @@ const (
 // fenceCodes are the SQLSTATEs counted by name in
 // fenceproxy_fence_refusals_total; any other error of an injected statement
 // counts as "other".
-var fenceCodes = map[string]bool{"55Z01": true, "55Z02": true, "55Z03": true, "22023": true, "42501": true, "0A000": true}
+var fenceCodes = map[string]bool{
+	sqlstate.StaleToken: true, sqlstate.TokenRequired: true, sqlstate.NotInstalled: true,
+	sqlstate.InvalidParameterValue: true, sqlstate.InsufficientPrivilege: true, sqlstate.FeatureNotSupported: true,
+}
 
 // newMetrics registers the metrics with reg; a nil reg keeps them
 // unregistered (they still count, nobody reads them).
@@ -74,4 +78,30 @@ func (m *metrics) refusal(code string) {
 		code = "other"
 	}
 	m.fenceRefusals.WithLabelValues(code).Inc()
+}
+
+// byteCount gathers one direction's relayed bytes for its counter, which
+// it adds to at flush points rather than per message: the counter is
+// shared by every session, and one atomic add per message on it makes the
+// cores contend for its cache line. A long stream with no flush point (a
+// COPY) is counted every byteCountBatch bytes.
+type byteCount struct {
+	counter prometheus.Counter
+	n       int
+}
+
+const byteCountBatch = 1 << 20
+
+func (b *byteCount) add(n int) {
+	b.n += n
+	if b.n >= byteCountBatch {
+		b.flush()
+	}
+}
+
+func (b *byteCount) flush() {
+	if b.n > 0 {
+		b.counter.Add(float64(b.n))
+		b.n = 0
+	}
 }

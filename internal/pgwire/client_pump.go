@@ -1,0 +1,302 @@
+package pgwire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// pumpClient forwards client messages upstream until the client leaves,
+// showing gate the messages it decides on.
+// It returns a *clientError when the client's input must be refused.
+func (s *session) pumpClient() error {
+	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
+	defer relayed.flush()
+	for {
+		typ, n, err := s.cr.header()
+		if errors.Is(err, errProtocol) {
+			return protocolViolation(err.Error())
+		}
+		if err != nil {
+			if !isClosed(err) && err != io.EOF {
+				s.log.Info("client read", "err", err)
+			}
+			return nil
+		}
+		if err := s.checkClientMessage(typ, n); err != nil {
+			return err
+		}
+		relayed.add(n + headerLen)
+		if err := s.clientMessage(typ, n); err != nil {
+			var ce *clientError
+			if errors.As(err, &ce) {
+				return err
+			}
+			if !isClosed(err) {
+				s.log.Info("client message", "type", string(typ), "err", err)
+			}
+			return nil
+		}
+		if typ == 'X' {
+			s.terminated.Store(true)
+			s.uw.Flush()
+			return nil
+		}
+		if s.cr.idle() {
+			relayed.flush()
+			if err := s.uw.Flush(); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// checkClientMessage refuses a message type PostgreSQL does not accept
+// after startup and a length beyond the proxy's limits, before a byte of
+// the message is forwarded.
+//
+// Unknown types are refused here, as PostgreSQL would (postgres.c
+// SocketBackend: "invalid frontend message type"), rather than forwarded:
+// the proxy cannot frame what it does not know, and gate must see every
+// message that can run SQL.
+func (s *session) checkClientMessage(typ byte, n int) error {
+	switch typ {
+	case 'Q', 'P', 'B', 'E', 'D', 'C', 'H', 'S', 'F', 'X', 'd', 'c', 'f':
+	default:
+		return protocolViolation(fmt.Sprintf("invalid frontend message type %d", typ))
+	}
+	if n > maxAnyMessage-4 {
+		return protocolViolation(fmt.Sprintf("invalid message length %d", n+4))
+	}
+	switch typ {
+	case 'Q', 'P', 'E', 'D', 'C':
+		if limit := s.srv.cfg.maxMessageBytes(); n+4 > limit {
+			return protocolViolation(fmt.Sprintf("message %q of %d bytes exceeds max_message_bytes (%d)", typ, n+4, limit))
+		}
+	}
+	return nil
+}
+
+// clientMessage forwards one client message whose header has been read,
+// as gate decides: unchanged, with messages before or after it, replaced,
+// dropped, or after waiting for the replies to what was sent before.
+func (s *session) clientMessage(typ byte, n int) error {
+	switch typ {
+	case 'Q', 'P', 'E', 'D', 'C':
+		body, err := s.cr.body(n)
+		if err != nil {
+			return err
+		}
+		m, err := decodeClient(typ, body)
+		if err != nil {
+			return err
+		}
+		d, err := s.decide(m)
+		if err != nil {
+			return err
+		}
+		own, err := s.applyBefore(d)
+		if err == nil && own {
+			if err = s.writeRaw(s.uw, typ, body); err == nil {
+				s.sent(typ)
+			}
+		}
+		return s.applyAfter(d, err)
+	case 'B':
+		return s.bind(n)
+	case 'S', 'F':
+		d, err := s.decide(gate.Msg{Type: typ})
+		if err != nil {
+			return err
+		}
+		if d.Replace != nil || d.Drop {
+			if err := s.cr.discard(n); err != nil {
+				return err
+			}
+		}
+		own, err := s.applyBefore(d)
+		if err == nil && own {
+			err = s.forward(typ, n)
+		}
+		return s.applyAfter(d, err)
+	}
+	return s.forward(typ, n)
+}
+
+// forward streams a client message's body upstream unchanged.
+func (s *session) forward(typ byte, n int) error {
+	if err := writeHeader(s.uw, typ, n); err != nil {
+		return err
+	}
+	if err := s.cr.copyBody(s.uw, n); err != nil {
+		return err
+	}
+	s.sent(typ)
+	return nil
+}
+
+// decodeClient decodes what gate needs of a Query, Parse, Execute,
+// Describe or Close.
+func decodeClient(typ byte, body []byte) (gate.Msg, error) {
+	m := gate.Msg{Type: typ}
+	switch typ {
+	case 'Q':
+		var q pgproto3.Query
+		if err := q.Decode(body); err != nil {
+			return m, protocolViolation("invalid Query message: " + err.Error())
+		}
+		m.Text = q.String
+	case 'P':
+		var p pgproto3.Parse
+		if err := p.Decode(body); err != nil {
+			return m, protocolViolation("invalid Parse message: " + err.Error())
+		}
+		m.Name, m.Text = p.Name, p.Query
+	case 'E':
+		var e pgproto3.Execute
+		if err := e.Decode(body); err != nil {
+			return m, protocolViolation("invalid Execute message: " + err.Error())
+		}
+		m.Portal = e.Portal
+	case 'D', 'C':
+		if len(body) < 2 || body[len(body)-1] != 0 || bytes.IndexByte(body[1:len(body)-1], 0) >= 0 {
+			return m, protocolViolation(fmt.Sprintf("invalid %q message", typ))
+		}
+		m.Object, m.Name = body[0], string(body[1:len(body)-1])
+	}
+	return m, nil
+}
+
+// decide asks gate about m, waiting as long as gate says to: until every
+// reply to what was sent before has arrived.
+func (s *session) decide(m gate.Msg) (gate.Decision, error) {
+	for {
+		s.gateMu.Lock()
+		d := s.gate.Client(m)
+		s.gateMu.Unlock()
+		if !d.Wait {
+			return d, nil
+		}
+		if err := s.writeMessages(d.Before); err != nil {
+			return d, err
+		}
+		if err := s.uw.Flush(); err != nil {
+			return d, err
+		}
+		if err := s.waitSettled(); err != nil {
+			return d, err
+		}
+	}
+}
+
+// waitSettled blocks until gate has every reply to what was sent.
+func (s *session) waitSettled() error {
+	for !s.gateSettled() {
+		select {
+		case <-s.settled:
+		case <-s.closed:
+			return net.ErrClosed
+		}
+	}
+	return nil
+}
+
+// applyBefore carries out what d puts ahead of the client's message: the
+// messages before it, or its replacement. own reports whether the client's
+// message itself goes upstream next; the caller writes it, then calls
+// applyAfter. (Two calls rather than one taking a closure: a closure per
+// message costs an allocation.)
+func (s *session) applyBefore(d gate.Decision) (own bool, err error) {
+	if len(d.Before) > 0 || d.Replace != nil || d.Drop {
+		s.srv.metrics.checks.Inc()
+	}
+	if err := s.writeMessages(d.Before); err != nil {
+		return false, err
+	}
+	if d.Replace != nil {
+		return false, s.writeUpstream(d.Replace)
+	}
+	return !d.Drop, nil
+}
+
+// applyAfter writes the messages d puts after the client's, unless err (of
+// what was written before them) is not nil: then it returns err.
+func (s *session) applyAfter(d gate.Decision, err error) error {
+	if err != nil {
+		return err
+	}
+	return s.writeMessages(d.After)
+}
+
+// writeMessages writes injected messages upstream.
+func (s *session) writeMessages(msgs []pgproto3.FrontendMessage) error {
+	for _, m := range msgs {
+		if err := s.writeUpstream(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sent counts a message sent upstream that a ReadyForQuery answers.
+func (s *session) sent(typ byte) {
+	switch typ {
+	case 'Q', 'S', 'F':
+		s.stateMu.Lock()
+		s.inflight++
+		s.stateMu.Unlock()
+	}
+}
+
+// bind forwards a Bind, reading only the portal and statement names and
+// streaming the parameters.
+func (s *session) bind(n int) error {
+	portal, err := s.cr.cstring(n)
+	if err != nil {
+		return bindError(err)
+	}
+	stmt, err := s.cr.cstring(n - len(portal) - 1)
+	if err != nil {
+		return bindError(err)
+	}
+	rest := n - len(portal) - len(stmt) - 2
+	d, err := s.decide(gate.Msg{Type: 'B', Portal: portal, Name: stmt})
+	if err != nil {
+		return err
+	}
+	if d.Drop {
+		if err := s.cr.discard(rest); err != nil {
+			return err
+		}
+	}
+	own, err := s.applyBefore(d)
+	if err == nil && own {
+		err = s.forwardBind(n, portal, stmt, rest)
+	}
+	return s.applyAfter(d, err)
+}
+
+// forwardBind writes a Bind upstream: its header and names, then the rest
+// of its body streamed from the client.
+func (s *session) forwardBind(n int, portal, stmt string, rest int) error {
+	if err := writeHeader(s.uw, 'B', n); err != nil {
+		return err
+	}
+	s.uw.WriteString(portal)
+	s.uw.WriteByte(0)
+	s.uw.WriteString(stmt)
+	s.uw.WriteByte(0)
+	return s.cr.copyBody(s.uw, rest)
+}
+
+func bindError(err error) error {
+	if errors.Is(err, errProtocol) {
+		return protocolViolation("invalid Bind message: " + err.Error())
+	}
+	return err
+}

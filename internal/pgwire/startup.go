@@ -1,0 +1,98 @@
+package pgwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Startup-phase request codes (PostgreSQL src/include/libpq/pqcomm.h).
+const (
+	codeSSLRequest    = 80877103
+	codeGSSENCRequest = 80877104
+	codeCancelRequest = 80877102
+)
+
+// startup reads the client's startup packets, answering SSL and GSSAPI
+// encryption requests with 'N' and serving cancel requests. It returns the
+// StartupMessage, or nil when the connection was a cancel request.
+func (s *session) startup() (*pgproto3.StartupMessage, error) {
+	for {
+		pkt, err := readStartup(s.client)
+		if errors.Is(err, errProtocol) {
+			return nil, protocolViolation(err.Error())
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch code := binary.BigEndian.Uint32(pkt); code {
+		case codeSSLRequest:
+			if s.clientTLSOn {
+				return nil, protocolViolation("SSLRequest over TLS")
+			}
+			if s.srv.cfg.TLS != nil {
+				if err := s.clientTLS(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := s.client.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case codeGSSENCRequest:
+			if _, err := s.client.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case codeCancelRequest:
+			var req pgproto3.CancelRequest
+			if err := req.Decode(pkt); err != nil {
+				return nil, protocolViolation("invalid cancel request: " + err.Error())
+			}
+			s.cancel(&req)
+			return nil, nil
+		default:
+			var msg pgproto3.StartupMessage
+			if err := msg.Decode(pkt); err != nil {
+				return nil, protocolViolation("invalid startup packet: " + err.Error())
+			}
+			return &msg, nil
+		}
+	}
+}
+
+func (s *session) cancel(req *pgproto3.CancelRequest) {
+	up, ok := s.srv.cancels.lookup(req)
+	if !ok {
+		s.log.Info("cancel request with unknown key")
+		return
+	}
+	if err := forwardCancel(up, s.srv.cfg.dialTimeout()); err != nil {
+		s.log.Warn("forward cancel request", "err", err)
+	}
+}
+
+func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
+	raw, err := net.DialTimeout("tcp", s.srv.cfg.Upstream, s.srv.cfg.dialTimeout())
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(s.srv.cfg.startupTimeout())
+	conn, err := s.srv.cfg.upstreamTLS(raw, deadline)
+	if err != nil {
+		raw.Close()
+		return err
+	}
+	conn.SetDeadline(deadline)
+	s.attach(conn)
+	buf, err := startup.Encode(nil)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Write(buf); err != nil {
+		return err
+	}
+	return nil
+}

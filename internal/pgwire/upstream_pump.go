@@ -1,0 +1,149 @@
+package pgwire
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// pumpUpstream forwards upstream messages to the client until the upstream
+// leaves; then it tells the client why, if the upstream did not. Replies to
+// messages the gate injected are dropped.
+func (s *session) pumpUpstream() {
+	var lastFatal bool
+	relayed := byteCount{counter: s.srv.metrics.bytesToClient}
+	defer relayed.flush()
+	for {
+		typ, n, err := s.ur.header()
+		if err != nil {
+			if s.adminStop.Load() {
+				s.sendClient(shutdownError())
+				return
+			}
+			if !lastFatal && !s.quiet.Load() && !isClosed(err) && !s.terminated.Load() {
+				s.srv.metrics.refusedConns.WithLabelValues(failUpstreamLost).Inc()
+				s.log.Warn("upstream lost", "err", err)
+				s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
+			}
+			return
+		}
+		relayed.add(n + headerLen)
+		closing, err := s.upstreamMessage(typ, n)
+		if err != nil {
+			var re *replyError // declared here: errors.As moves it to the heap
+			if errors.As(err, &re) {
+				s.log.Error("ending session", "err", err)
+				s.cw.Flush()
+				s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
+				return
+			}
+			if s.adminStop.Load() {
+				s.cw.Reset(s.client) // drop the unsent part of the message
+				s.sendClient(shutdownError())
+			}
+			return
+		}
+		lastFatal = closing
+		if typ == 'Z' && s.readyForQuery() {
+			s.log.Info("closing session for shutdown at the end of its transaction")
+			s.adminStop.Store(true)
+			s.cw.Flush()
+			s.sendClient(shutdownError())
+			return
+		}
+		if s.ur.idle() {
+			relayed.flush()
+			if err := s.cw.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// upstreamMessage relays one upstream message whose header has been read,
+// as gate says: forwarded, hidden (it answers an injected message) or
+// replaced. closing reports an ErrorResponse of severity FATAL or PANIC:
+// the server is about to close.
+func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
+	r := gate.Reply{Type: typ}
+	var body []byte
+	switch typ {
+	case 'E', 'Z', 'S':
+		if body, err = s.ur.body(n); err != nil {
+			return false, err
+		}
+		if r, err = decodeReply(typ, body); err != nil {
+			return false, err
+		}
+		closing = r.Error != nil && (r.Error.Severity == "FATAL" || r.Error.Severity == "PANIC")
+	}
+	s.gateMu.Lock()
+	v := s.gate.Server(r)
+	settled := s.gate.Settled()
+	s.gateMu.Unlock()
+	if typ == 'Z' {
+		s.stateMu.Lock()
+		s.txStatus = r.Status
+		s.inflight = max(s.inflight-1, 0)
+		s.stateMu.Unlock()
+	}
+	if settled {
+		select {
+		case s.settled <- struct{}{}:
+		default:
+		}
+	}
+	switch v.Act {
+	case gate.Fail:
+		return false, &replyError{reason: v.Reason}
+	case gate.Replace:
+		s.srv.metrics.refusal(v.Error.Code)
+		return closing, s.writeClient(v.Error)
+	case gate.Hide:
+		if body == nil {
+			return false, s.ur.discard(n)
+		}
+		return closing, nil
+	}
+	if body != nil {
+		return closing, s.writeRaw(s.cw, typ, body)
+	}
+	if err := writeHeader(s.cw, typ, n); err != nil {
+		return false, err
+	}
+	return false, s.ur.copyBody(s.cw, n)
+}
+
+// decodeReply decodes what gate needs of an ErrorResponse, ReadyForQuery
+// or ParameterStatus.
+func decodeReply(typ byte, body []byte) (gate.Reply, error) {
+	r := gate.Reply{Type: typ}
+	switch typ {
+	case 'E':
+		var e pgproto3.ErrorResponse
+		if err := e.Decode(body); err != nil {
+			return r, err
+		}
+		r.Error = &e
+	case 'Z':
+		if len(body) != 1 {
+			return r, fmt.Errorf("%w: ReadyForQuery of %d bytes", errProtocol, len(body))
+		}
+		r.Status = body[0]
+	case 'S':
+		var ps pgproto3.ParameterStatus
+		if err := ps.Decode(body); err != nil {
+			return r, err
+		}
+		r.Param, r.Value = ps.Name, ps.Value
+	}
+	return r, nil
+}
+
+// replyError is a server reply gate could not match to what was sent: the
+// session ends rather than shift every later answer by one.
+type replyError struct{ reason string }
+
+func (e *replyError) Error() string { return "unmatched server reply: " + e.reason }
