@@ -41,6 +41,9 @@ func BenchmarkConnect(b *testing.B) {
 		{"direct-client-tls", strings.Replace(pg.DSN(pgcluster.Superuser, db), "sslmode=disable", "sslmode=require", 1)},
 		{"fenceproxy-tls-disable", harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSDisable}).DSN(pgcluster.Superuser, "", db)},
 		{"fenceproxy-tls-prefer", harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSPrefer}).DSN(pgcluster.Superuser, "", db)},
+		// Session mode, server TLS off; it keeps server connections for
+		// the next client, so most set-ups start no backend.
+		{"pgbouncer-session", pgbouncerDSN(harness.StartPgBouncer(b, pg), db)},
 	}
 	for _, conc := range []int{1, 8} {
 		for _, tg := range targets {
@@ -51,6 +54,10 @@ func BenchmarkConnect(b *testing.B) {
 			})
 		}
 	}
+}
+
+func pgbouncerDSN(p *harness.PgBouncer, db string) string {
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", pgcluster.Superuser, p.Host, p.Port, db)
 }
 
 // connectLatencies opens and closes n connections, conc at a time, and
