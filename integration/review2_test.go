@@ -24,14 +24,10 @@ func TestReview2HandOverOverloadedSetConfig(t *testing.T) {
 		UPDATE accounts SET balance = 1 WHERE id = 1;
 		SELECT pg_catalog.set_config($1::text, $2::text, $3) $$`)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"SET lock.resource = 'acct/1'",
 		"SET lock.fencing_token = 41",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "SELECT set_config('lock.fencing_token'::varchar, '41'::varchar, false)")
 	if err == nil {
 		t.Errorf("SELECT set_config(varchar…) (a user function that writes) with the stale token 41 was not refused")
@@ -49,14 +45,10 @@ func TestReview2HandOverDomainCheckWrites(t *testing.T) {
 		BEGIN UPDATE accounts SET balance = 1 WHERE id = 1; RETURN true; END $$`,
 		`CREATE DOMAIN public.tok AS text CHECK (public.bump(VALUE))`)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"SET lock.resource = 'acct/1'",
 		"SET lock.fencing_token = 41",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "SELECT pg_catalog.set_config('lock.fencing_token', '41'::public.tok, false)")
 	if err == nil {
 		t.Errorf("hand-over with a domain-typed constant (its CHECK writes) under the stale token 41 was not refused")
@@ -92,16 +84,12 @@ func TestReview2SetConfigNameTruncatedByCast(t *testing.T) {
 func TestReview2FastPathSkipsSessionToken(t *testing.T) {
 	e := staleEnv(t)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"SET lock.resource = 'acct/1'",
 		"SET lock.fencing_token = 41",
 		"BEGIN",
 		"/* fencing_token=1 resource=acct/9 */ SELECT 1",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
 	_ = rawExec(t, c, "COMMIT")
 	if err == nil {
@@ -134,14 +122,7 @@ func TestReview2QueryInsideExtendedAfterLexingChange(t *testing.T) {
 	fe.Send(&pgproto3.Execute{})
 	fe.Send(&pgproto3.Query{String: text})
 	fe.Send(&pgproto3.Sync{})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 2, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 2)
 	e.wantUntouched(t)
 }
 
@@ -165,13 +146,6 @@ func TestReview2NonUTF8NamesCollide(t *testing.T) {
 	fe.Send(&pgproto3.Bind{PreparedStatement: a})
 	fe.Send(&pgproto3.Execute{})
 	fe.Send(&pgproto3.Sync{})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 1, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 1)
 	e.wantUntouched(t)
 }

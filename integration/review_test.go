@@ -8,6 +8,7 @@ import (
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"testing"
 )
@@ -22,15 +23,11 @@ import (
 func TestReviewCursorSetsTokenAfterCheck(t *testing.T) {
 	e := staleEnv(t)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"BEGIN",
 		"DECLARE c CURSOR FOR SELECT set_config('lock.fencing_token', '41', true), set_config('lock.resource', 'acct/1', true)",
 		"FETCH c",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
 	_ = rawExec(t, c, "COMMIT")
 	if err == nil {
@@ -46,17 +43,13 @@ func TestReviewCursorSetsTokenAfterCheck(t *testing.T) {
 func TestReviewCursorAfterProbeUnfenced(t *testing.T) {
 	e := staleEnv(t)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"BEGIN",
 		"DECLARE c CURSOR FOR SELECT set_config('lock.fencing_token', '41', false), set_config('lock.resource', 'acct/1', false)",
 		"DO $$ BEGIN END $$",
 		"FETCH c",
 		"COMMIT",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
 	if err == nil {
 		t.Errorf("UPDATE with the stale token 41 (set by FETCH after the probe) was not refused")
@@ -71,18 +64,14 @@ func TestReviewCursorAfterProbeUnfenced(t *testing.T) {
 func TestReviewProbeInsideTransactionSetLocal(t *testing.T) {
 	e := staleEnv(t)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"SET lock.resource = 'acct/1'",
 		"SET lock.fencing_token = 41",
 		"BEGIN",
 		"SET LOCAL lock.fencing_token = ''",
 		"DO $$ BEGIN END $$",
 		"COMMIT",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
 	if err == nil {
 		t.Errorf("UPDATE with the session's stale token 41 was not refused")
@@ -95,18 +84,14 @@ func TestReviewProbeInsideTransactionSetLocal(t *testing.T) {
 func TestReviewProbeInsideTransactionRollback(t *testing.T) {
 	e := staleEnv(t)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"SET lock.resource = 'acct/1'",
 		"SET lock.fencing_token = 41",
 		"BEGIN",
 		"RESET lock.fencing_token",
 		"DO $$ BEGIN END $$",
 		"ROLLBACK",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
 	if err == nil {
 		t.Errorf("UPDATE with the session's stale token 41 was not refused")
@@ -203,14 +188,7 @@ func TestReviewLexingChangeInsideUnit(t *testing.T) {
 	fe.Send(&pgproto3.Bind{})
 	fe.Send(&pgproto3.Execute{})
 	fe.Send(&pgproto3.Sync{})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 1, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 1)
 	e.wantUntouched(t)
 }
 
@@ -241,14 +219,7 @@ func TestReviewLongStatementNamesCollide(t *testing.T) {
 	fe.Send(&pgproto3.Bind{PreparedStatement: n1})
 	fe.Send(&pgproto3.Execute{})
 	fe.Send(&pgproto3.Sync{})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 3, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 3)
 	e.wantUntouched(t)
 }
 
@@ -284,14 +255,7 @@ func TestReviewFunctionCallInCheckedTransaction(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the hidden probe after the call is answered
 	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1 WHERE id = 1"})
 	fe.Send(&pgproto3.Query{String: "COMMIT"})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 2, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 2)
 	e.wantUntouched(t)
 }
 
@@ -303,14 +267,10 @@ func TestReviewFunctionCallInCheckedTransaction(t *testing.T) {
 func TestReviewCreateTableAsExecute(t *testing.T) {
 	e := staleEnv(t)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"PREPARE p AS SELECT set_config('lock.fencing_token', '41', false) AS a, set_config('lock.resource', 'acct/1', false) AS b",
 		"CREATE TEMP TABLE t AS EXECUTE p",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
 	if err == nil {
 		t.Errorf("UPDATE with the stale token 41 (set by CREATE TABLE AS EXECUTE) was not refused")
@@ -389,14 +349,10 @@ func TestReviewProbeOperatorHijack(t *testing.T) {
 		"CREATE FUNCTION public.never_ne(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT false'",
 		"CREATE OPERATOR public.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.never_ne)")
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"SET search_path = public, pg_catalog",
 		"DO $$ BEGIN PERFORM pg_catalog.set_config('lock.fencing_token', '41', false); PERFORM pg_catalog.set_config('lock.resource', 'acct/1', false); END $$",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	time.Sleep(500 * time.Millisecond) // the hidden probe after the DO is answered
 	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
 	if err == nil {
@@ -430,14 +386,7 @@ func TestReviewParseUnderOldSettings(t *testing.T) {
 	fe.Send(&pgproto3.Bind{PreparedStatement: "s1"})
 	fe.Send(&pgproto3.Execute{})
 	fe.Send(&pgproto3.Sync{})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 1, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 1)
 	e.wantUntouched(t)
 }
 
@@ -500,14 +449,7 @@ func TestReviewCommitRevertsLexingSetting(t *testing.T) {
 	// from arriving before the gate reads the next Query.
 	fe.Send(&pgproto3.Query{String: "SELECT pg_sleep(0.3); SET lock.fencing_token = 41; COMMIT"})
 	fe.Send(&pgproto3.Query{String: text})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 2, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 2)
 	e.wantUntouched(t)
 }
 
@@ -530,14 +472,7 @@ func TestReviewFetchRunsStaleCommentTokenPortal(t *testing.T) {
 	}
 	fe.Send(&pgproto3.Query{String: "MOVE ALL IN p"})
 	fe.Send(&pgproto3.Query{String: "COMMIT"})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	codes, _, to := readyCount(t, conn, fe, 2, 10*time.Second)
-	if to {
-		t.Fatal("timed out")
-	}
-	t.Logf("codes %v", codes)
+	flushAndAwait(t, conn, fe, 2)
 	e.wantUntouched(t)
 }
 
@@ -547,19 +482,39 @@ func TestReviewFetchRunsStaleCommentTokenPortal(t *testing.T) {
 func TestReviewDoBlockRedefinesPreparedStatement(t *testing.T) {
 	e := staleEnv(t)
 	c := rawConnect(t, e.viaProxy())
-	for _, s := range []string{
+	rawSetup(t, c,
 		"PREPARE p AS SELECT set_config('lock.fencing_token', '41', false)",
 		"DO $$ BEGIN EXECUTE 'DEALLOCATE p'; EXECUTE 'PREPARE p AS UPDATE accounts SET balance = 1 WHERE id = 1'; END $$",
 		"SET lock.resource = 'acct/1'",
 		"SET lock.fencing_token = 41",
-	} {
-		if err := rawExec(t, c, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	)
 	err := rawExec(t, c, "EXECUTE p")
 	if err == nil {
 		t.Errorf("EXECUTE p (an UPDATE on the server) with the stale token 41 was not refused")
 	}
 	e.wantUntouched(t)
+}
+
+// flushAndAwait flushes fe and waits for n ReadyForQuery, failing on a
+// timeout (a hang); the attack's outcome is judged from the database.
+func flushAndAwait(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, n int) {
+	t.Helper()
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	codes, _, to := readyCount(t, conn, fe, n, 10*time.Second)
+	if to {
+		t.Fatal("timed out")
+	}
+	t.Logf("codes %v", codes)
+}
+
+// rawSetup runs each statement on c, failing on any error.
+func rawSetup(t *testing.T, c *pgconn.PgConn, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if err := rawExec(t, c, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 }
