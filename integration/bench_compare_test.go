@@ -66,7 +66,7 @@ func benchtimeRounds() int {
 // process, and that their CPU time is read.
 func TestCompareHarness(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts PostgreSQL, PgBouncer and fenceproxy")
+		t.Skip("short mode: starts PostgreSQL, PgBouncer and fenceproxy (make test runs it)")
 	}
 	c := newComparisonSized(t, 1)
 	for _, tg := range []*benchTarget{c.pgb, c.fp} {

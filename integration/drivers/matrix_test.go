@@ -80,7 +80,7 @@ func without(skip string) []string {
 // in a database of its own, and checks the rows and marks directly.
 func TestDriverMatrix(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts PostgreSQL and the driver programs")
+		t.Skip("short mode: starts PostgreSQL and the driver programs (make test runs it)")
 	}
 	pg := harness.Postgres(t)
 	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Fencing: &gate.Config{Analyzer: gate.NewAnalyzer(1024)}})
