@@ -74,25 +74,19 @@ func (s *Session) checkAtBind(p *prepared) (before []pgproto3.FrontendMessage, w
 	if p.unknown || !s.fencingPossible() {
 		return nil, false
 	}
-	var st *Statement
-	switch {
-	case p.opaque:
-		st = opaqueRun()
-	case p.st != nil:
-		st = p.st
-	default:
-		an := s.analyzePrepared(p)
-		if an.wait || an.a != nil && s.mustWait(an.a) {
-			return nil, true
-		}
+	st, an := s.resolve(p)
+	if an.wait || an.a != nil && s.mustWait(an.a) {
+		return nil, true
+	}
+	run := st
+	if st == nil {
 		if an.a == nil || len(an.a.Statements) != 1 {
-			return nil, false
+			return nil, false // refused, or not decidable: the Execute says so
 		}
 		st = &an.a.Statements[0]
-	}
-	run := s.runs(st)
-	if run == nil {
-		return nil, false
+		if run = s.runs(st); run == nil {
+			return nil, false
+		}
 	}
 	act := s.decideOne(st, run)
 	if act.kind != actCheck {
@@ -174,18 +168,11 @@ func (s *Session) execute(portal string) Decision {
 		s.slots.push(slot{kind: slotExecute})
 		return Decision{}
 	}
-	known := p.st
-	if p.opaque {
-		known = opaqueRun()
+	s.extended() // before resolve: a text it cannot analyse marks the open unit
+	known, an := s.resolve(p)
+	if an.wait || an.a != nil && s.mustWait(an.a) {
+		return Decision{Wait: true}
 	}
-	s.extended()
-	var an analysis
-	if known == nil {
-		if an = s.analyzePrepared(p); an.wait || an.a != nil && s.mustWait(an.a) {
-			return Decision{Wait: true}
-		}
-	}
-	s.extended()
 	var before []pgproto3.FrontendMessage
 	var ops []regOp
 	switch {
@@ -200,6 +187,19 @@ func (s *Session) execute(portal string) Decision {
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}
+}
+
+// resolve returns what a portal bound to p runs: a statement the gate knows
+// (SQL PREPARE, a cursor, or opaque code), or else the analysis of p's Parse
+// text.
+func (s *Session) resolve(p *prepared) (*Statement, analysis) {
+	switch {
+	case p.opaque:
+		return opaqueRun(), analysis{}
+	case p.st != nil:
+		return p.st, analysis{}
+	}
+	return nil, s.analyzePrepared(p)
 }
 
 // analyzePrepared analyses the text of a statement prepared by Parse, which
