@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -141,7 +142,7 @@ func (c fuzzCase) run(t *testing.T, dsn, token string) *pgconn.PgError {
 		_, err = conn.Exec(ctx, c.text).ReadAll()
 	}
 	var pe *pgconn.PgError
-	if err != nil && !asPgError(err, &pe) {
+	if err != nil && !errors.As(err, &pe) {
 		t.Fatalf("text %q: not a server error (the session broke): %v", c.text, err)
 	}
 	if pe != nil && pe.Severity == "FATAL" {
@@ -151,18 +152,10 @@ func (c fuzzCase) run(t *testing.T, dsn, token string) *pgconn.PgError {
 	// is an answer too).
 	_, err = conn.Exec(ctx, "ROLLBACK; SELECT 1").ReadAll()
 	var after *pgconn.PgError
-	if err != nil && (!asPgError(err, &after) || after.Severity == "FATAL") {
+	if err != nil && (!errors.As(err, &after) || after.Severity == "FATAL") {
 		t.Fatalf("text %q: session unusable afterwards: %v", c.text, err)
 	}
 	return pe
-}
-
-func asPgError(err error, pe **pgconn.PgError) bool {
-	p, ok := err.(*pgconn.PgError)
-	if ok {
-		*pe = p
-	}
-	return ok
 }
 
 // checkStale: with a token below every mark, no row may land.
