@@ -21,7 +21,7 @@ const (
 	msgReserved       = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
 	msgSetAndWrite    = "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write, because its write would not be checked with the new value; set them in a statement of their own"
 	msgLexChanged     = "fenceproxy: cannot fence this text: standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently; send Sync after changing those settings (and prepare the statement again)"
-	codeInvalidName   = "42602" // invalid_name
+	codeInvalidName   = sqlstate.InvalidName // a non-ASCII name the proxy cannot key as the server does
 	msgNameEncoding   = "fenceproxy: a statement, portal or cursor name with non-ASCII characters cannot be matched exactly as the server keys it when client_encoding is not UTF8; use ASCII names or client_encoding UTF8"
 	msgFunctionCall   = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
 	msgUnknownStmtFmt = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 )
@@ -31,7 +32,7 @@ func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, 
 		return v, err
 	}
 	if ver < 3 {
-		if len(guardedEntries(entries)) > 0 {
+		if slices.ContainsFunc(entries, func(e Entry) bool { return !e.Unguarded }) {
 			problem("the fence store is at version %d; the database guard needs version 3: run fenceproxy migrate, then fenceproxy protect", ver)
 		}
 		return v, nil
@@ -120,14 +121,4 @@ func staleTriggers(ctx context.Context, q hwm.Querier, problem func(string, ...a
 func isQueryErr(err error) bool {
 	var s interface{ SQLState() string }
 	return errors.As(err, &s)
-}
-
-func guardedEntries(entries []Entry) []Entry {
-	var out []Entry
-	for _, e := range entries {
-		if !e.Unguarded {
-			out = append(out, e)
-		}
-	}
-	return out
 }

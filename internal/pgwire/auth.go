@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -39,11 +38,11 @@ func (s *session) relayAuth() error {
 			body = stripChannelBinding(body) // AuthenticationSASL
 		}
 		if typ == 'S' {
-			var ps pgproto3.ParameterStatus
-			if err := ps.Decode(body); err != nil {
+			r, err := decodeReply(typ, body)
+			if err != nil {
 				return err
 			}
-			s.gate.Server(gate.Reply{Type: 'S', Param: ps.Name, Value: ps.Value})
+			s.gate.Server(r)
 		}
 		if typ == 'Z' {
 			if err := s.startupProbe(); err != nil {

@@ -114,14 +114,9 @@ func (s *session) clientMessage(typ byte, n int) error {
 		if err != nil {
 			return err
 		}
-		if d.Replace != nil || d.Drop {
-			if err := s.cr.discard(n); err != nil {
-				return err
-			}
-		}
 		own, err := s.applyBefore(d)
-		if err == nil && own {
-			err = s.forward(typ, n)
+		if err == nil {
+			err = s.ownOrDiscard(own, n, func() error { return s.forward(typ, n) })
 		}
 		return s.applyAfter(d, err)
 	}
@@ -224,6 +219,15 @@ func (s *session) applyBefore(d gate.Decision) (own bool, err error) {
 	return !d.Drop, nil
 }
 
+// ownOrDiscard sends the client's message (forward) when applyBefore said
+// it goes upstream, and otherwise reads and drops its unread n bytes.
+func (s *session) ownOrDiscard(own bool, n int, forward func() error) error {
+	if own {
+		return forward()
+	}
+	return s.cr.discard(n)
+}
+
 // applyAfter writes the messages d puts after the client's, unless err (of
 // what was written before them) is not nil: then it returns err.
 func (s *session) applyAfter(d gate.Decision, err error) error {
@@ -269,14 +273,9 @@ func (s *session) bind(n int) error {
 	if err != nil {
 		return err
 	}
-	if d.Drop {
-		if err := s.cr.discard(rest); err != nil {
-			return err
-		}
-	}
 	own, err := s.applyBefore(d)
-	if err == nil && own {
-		err = s.forwardBind(n, portal, stmt, rest)
+	if err == nil {
+		err = s.ownOrDiscard(own, rest, func() error { return s.forwardBind(n, portal, stmt, rest) })
 	}
 	return s.applyAfter(d, err)
 }

@@ -56,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		checks: f.NewCounter(prometheus.CounterOpts{
 			Name: "fenceproxy_fence_checks_total",
-			Help: "Client messages (a Query or an Execute) sent with a fencing check in front of them.",
+			Help: "Client messages (a Query, or a Bind in the extended protocol) with a fencing check put in front of them, or replaced or dropped to refuse them.",
 		}),
 		fenceRefusals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenceproxy_fence_refusals_total",

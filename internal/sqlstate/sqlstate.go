@@ -11,6 +11,7 @@ const (
 	InvalidAuthorization    = "28000" // invalid_authorization_specification
 	InsufficientPrivilege   = "42501" // insufficient_privilege
 	SyntaxError             = "42601" // syntax_error
+	InvalidName             = "42602" // invalid_name
 	ReservedName            = "42939" // reserved_name
 	TooManyConnections      = "53300" // too_many_connections
 	ProgramLimitExceeded    = "54000" // program_limit_exceeded
