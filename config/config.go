@@ -43,6 +43,11 @@ type Config struct {
 	// flight and costs CPU while it runs; turn it on to find where the
 	// proxy's time goes, on an address only operators reach.
 	DebugPprof bool `yaml:"debug_pprof"`
+	// Relay is "loop" (default: on Linux, sessions with plain TCP on both
+	// legs are relayed by event loops over epoll, a few goroutines for all
+	// of them) or "goroutines" (two goroutines per session, as TLS sessions
+	// always are).
+	Relay string `yaml:"relay"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (chain) and key
 	// the proxy presents to clients that ask for TLS. Both or neither; they
@@ -104,6 +109,7 @@ func Default() Config {
 		Listen:   "127.0.0.1:6432",
 		Upstream: "127.0.0.1:5432",
 		Reads:    "advance",
+		Relay:    "loop",
 
 		GuardVerify: "warn",
 
@@ -199,6 +205,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DebugPprof && c.MetricsListen == "" {
 		return errors.New("config: debug_pprof: needs metrics_listen, the address it is served on")
+	}
+	if c.Relay != "loop" && c.Relay != "goroutines" {
+		return fmt.Errorf("config: relay: %q is neither \"loop\" nor \"goroutines\"", c.Relay)
 	}
 	if c.Reads != "advance" && c.Reads != "check" {
 		return fmt.Errorf("config: reads: %q is neither \"advance\" nor \"check\"", c.Reads)

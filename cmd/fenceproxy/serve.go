@@ -127,6 +127,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		StartupTimeout:  cfg.StartupTimeout,
 		MaxClientConns:  cfg.MaxClientConns,
 		MaxMessageBytes: cfg.MaxMessageBytes,
+		GoroutineRelay:  cfg.Relay == "goroutines",
 		Logger:          log,
 		Fencing:         fencingConfig(cfg),
 	}

@@ -17,35 +17,19 @@ import (
 func (s *session) pumpClient() error {
 	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
 	defer relayed.flush()
+	if s.waitFirst {
+		// Handed over by the event loop while a message waited for gate.
+		if err := s.waitSettled(); err != nil {
+			return nil
+		}
+	}
 	for {
 		typ, n, err := s.cr.header()
-		if errors.Is(err, errProtocol) {
-			return protocolViolation(err.Error())
-		}
 		if err != nil {
-			if !isClosed(err) && err != io.EOF {
-				s.log.Info("client read", "err", err)
-			}
-			return nil
+			return s.clientReadFailed(err)
 		}
-		if err := s.checkClientMessage(typ, n); err != nil {
+		if stop, err := s.clientStep(typ, n, &relayed); stop || err != nil {
 			return err
-		}
-		relayed.add(n + headerLen)
-		if err := s.clientMessage(typ, n); err != nil {
-			var ce *clientError
-			if errors.As(err, &ce) {
-				return err
-			}
-			if !isClosed(err) {
-				s.log.Info("client message", "type", string(typ), "err", err)
-			}
-			return nil
-		}
-		if typ == 'X' {
-			s.terminated.Store(true)
-			s.uw.Flush()
-			return nil
 		}
 		if s.cr.idle() {
 			relayed.flush()
@@ -54,6 +38,48 @@ func (s *session) pumpClient() error {
 			}
 		}
 	}
+}
+
+// clientReadFailed says how reading the client's next message ended the
+// session: a malformed header is refused, anything else means the client
+// left.
+func (s *session) clientReadFailed(err error) error {
+	if errors.Is(err, errProtocol) {
+		return protocolViolation(err.Error())
+	}
+	if !isClosed(err) && err != io.EOF {
+		s.log.Info("client read", "err", err)
+	}
+	return nil
+}
+
+// clientStep relays one client message whose header has been read. stop
+// reports the end of the session, with a *clientError when the client is
+// refused; errWaitSettled (event loop only) means the message must be read
+// again once gate has settled.
+func (s *session) clientStep(typ byte, n int, relayed *byteCount) (stop bool, err error) {
+	if err := s.checkClientMessage(typ, n); err != nil {
+		return true, err
+	}
+	if err := s.clientMessage(typ, n); err != nil {
+		var ce *clientError
+		switch {
+		case err == errWaitSettled:
+			return false, err
+		case errors.As(err, &ce):
+			return true, err
+		case !isClosed(err):
+			s.log.Info("client message", "type", string(typ), "err", err)
+		}
+		return true, nil
+	}
+	relayed.add(n + headerLen)
+	if typ == 'X' {
+		s.terminated.Store(true)
+		s.uw.Flush()
+		return true, nil
+	}
+	return false, nil
 }
 
 // checkClientMessage refuses a message type PostgreSQL does not accept
@@ -182,6 +208,9 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 		}
 		if err := s.uw.Flush(); err != nil {
 			return d, err
+		}
+		if s.looped() {
+			return d, errWaitSettled
 		}
 		if err := s.waitSettled(); err != nil {
 			return d, err

@@ -43,7 +43,14 @@ func (s *session) status() byte {
 // which owns s.cw, tells the client 57P01 and ends the session.
 func (s *session) stopUpstream() {
 	s.adminStop.Store(true)
-	s.upstream.Close()
+	s.stateMu.Lock()
+	upstream, lp := s.upstream, s.lp
+	s.stateMu.Unlock()
+	if lp != nil {
+		lp.post(lp.stop)
+		return
+	}
+	upstream.Close()
 }
 
 func shutdownError() *pgproto3.ErrorResponse {

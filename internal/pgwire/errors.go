@@ -10,6 +10,11 @@ import (
 // errProtocol marks input that breaks the PostgreSQL wire protocol.
 var errProtocol = errors.New("protocol violation")
 
+// errWaitSettled is decide's answer in the event loop when gate holds a
+// client message back until the replies to what was sent have come: the
+// loop reads the message again once they have.
+var errWaitSettled = errors.New("waiting for the upstream's replies")
+
 // SQLSTATEs the proxy itself reports.
 const (
 	codeCannotConnect        = sqlstate.CannotConnect

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -15,85 +16,179 @@ const headerLen = 5
 // MAX_STARTUP_PACKET_LENGTH (src/include/libpq/pqcomm.h).
 const maxStartupLen = 10000
 
-// reader frames PostgreSQL messages from a buffered stream without holding
-// bodies it is not asked to decode.
+// reader frames PostgreSQL messages from a stream through a buffer of its
+// own, without holding bodies it is not asked to decode.
+//
+// Over a net.Conn every call blocks until it has what it needs. Over an
+// event loop's socket (loop.go) the source returns errAgain when nothing is
+// ready; the loop then asks for a message only once whole() reports it
+// buffered, so no call past whole() ever needs the source, and a message can
+// be read again from its start (mark, rewind).
 type reader struct {
-	br  *bufio.Reader
-	hdr [headerLen]byte
-	buf []byte
+	src  io.Reader
+	buf  []byte // buf[r:w] is buffered input
+	r, w int
+	big  []byte // scratch for bodies larger than buf
 }
 
-func newReader(r io.Reader) *reader {
-	return &reader{br: bufio.NewReaderSize(r, ioBufferSize)}
+func newReader(src io.Reader) *reader {
+	return &reader{src: src, buf: make([]byte, ioBufferSize)}
+}
+
+// fill reads once from the source into the free end of the buffer, first
+// moving the buffered bytes to its start when the end is full.
+func (r *reader) fill() error {
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+	} else if r.w == len(r.buf) && r.r > 0 {
+		r.w = copy(r.buf, r.buf[r.r:r.w])
+		r.r = 0
+	}
+	n, err := r.src.Read(r.buf[r.w:])
+	r.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		return io.ErrNoProgress
+	}
+	return err
+}
+
+// ensure buffers at least k bytes (k <= len(buf)).
+func (r *reader) ensure(k int) error {
+	for r.w-r.r < k {
+		if err := r.fill(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // header reads the next message header and returns the type and body length.
 func (r *reader) header() (typ byte, n int, err error) {
-	if _, err := io.ReadFull(r.br, r.hdr[:]); err != nil {
+	if err := r.ensure(headerLen); err != nil {
+		if r.w > r.r {
+			err = unexpectedEOF(err)
+		}
 		return 0, 0, err
 	}
-	size := int32(binary.BigEndian.Uint32(r.hdr[1:]))
-	if size < 4 {
-		return 0, 0, fmt.Errorf("%w: invalid message length %d (type %q)", errProtocol, size, r.hdr[0])
+	typ, n, err = parseHeader(r.buf[r.r : r.r+headerLen])
+	if err == nil {
+		r.r += headerLen
 	}
-	return r.hdr[0], int(size) - 4, nil
+	return typ, n, err
 }
 
-// body reads an n-byte body. The slice is valid until the next call to body.
-func (r *reader) body(n int) ([]byte, error) {
-	if cap(r.buf) < n {
-		r.buf = make([]byte, n)
+func parseHeader(h []byte) (typ byte, n int, err error) {
+	size := int32(binary.BigEndian.Uint32(h[1:]))
+	if size < 4 {
+		return 0, 0, fmt.Errorf("%w: invalid message length %d (type %q)", errProtocol, size, h[0])
 	}
-	r.buf = r.buf[:n]
-	if _, err := io.ReadFull(r.br, r.buf); err != nil {
+	return h[0], int(size) - 4, nil
+}
+
+// ready reports whether the next message can be read from the buffer
+// alone: it is buffered whole, or its header is and it is larger than the
+// buffer can ever hold (holds). It reads from the source what it can; err
+// is the source's error (errAgain when nothing more is ready) or a
+// malformed header.
+func (r *reader) ready() (bool, error) {
+	if err := r.ensure(headerLen); err != nil {
+		return false, err
+	}
+	_, n, err := parseHeader(r.buf[r.r : r.r+headerLen])
+	if err != nil {
+		return false, err
+	}
+	if !r.holds(n) {
+		return true, nil
+	}
+	if err := r.ensure(headerLen + n); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// holds reports whether a message with an n-byte body fits the buffer.
+func (r *reader) holds(n int) bool { return n <= len(r.buf)-headerLen }
+
+// mark returns the read position, for rewind; valid while no call fills the
+// buffer (while the message read is buffered whole).
+func (r *reader) mark() int { return r.r }
+
+func (r *reader) rewind(mark int) { r.r = mark }
+
+// body reads an n-byte body. The slice is valid until the next call.
+func (r *reader) body(n int) ([]byte, error) {
+	if n <= len(r.buf) {
+		if err := r.ensure(n); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		b := r.buf[r.r : r.r+n]
+		r.r += n
+		return b, nil
+	}
+	if cap(r.big) < n {
+		r.big = make([]byte, n)
+	}
+	b := r.big[:n]
+	k := copy(b, r.buf[r.r:r.w])
+	r.r += k
+	if _, err := io.ReadFull(r.src, b[k:]); err != nil {
 		return nil, unexpectedEOF(err)
 	}
-	return r.buf, nil
+	return b, nil
 }
 
-// copyBody streams an n-byte body to w through the read buffer, one buffer
-// at a time, so a body is never held whole and small ones cost no copy
-// beyond the write.
+// copyBody streams an n-byte body to w through the buffer, so a body is
+// never held whole.
 func (r *reader) copyBody(w io.Writer, n int) error {
 	for n > 0 {
-		chunk, err := r.br.Peek(min(n, r.br.Size()))
-		if len(chunk) == 0 && err != nil {
-			return unexpectedEOF(err)
+		if r.r == r.w {
+			if err := r.fill(); err != nil {
+				return unexpectedEOF(err)
+			}
 		}
-		if _, err := w.Write(chunk); err != nil {
+		k := min(n, r.w-r.r)
+		if _, err := w.Write(r.buf[r.r : r.r+k]); err != nil {
 			return err
 		}
-		r.br.Discard(len(chunk))
-		n -= len(chunk)
+		r.r += k
+		n -= k
 	}
 	return nil
 }
 
 // discard skips an n-byte body.
 func (r *reader) discard(n int) error {
-	_, err := r.br.Discard(n)
-	return unexpectedEOF(err)
+	return r.copyBody(io.Discard, n)
 }
 
 // cstring reads a NUL-terminated string of at most limit bytes including
 // the NUL, from within a message body.
 func (r *reader) cstring(limit int) (string, error) {
-	b, err := r.br.ReadSlice(0)
-	if err != nil {
-		if err == bufio.ErrBufferFull {
-			return "", fmt.Errorf("%w: name longer than %d bytes", errProtocol, r.br.Size())
+	for {
+		if i := bytes.IndexByte(r.buf[r.r:r.w], 0); i >= 0 {
+			if i+1 > limit {
+				return "", fmt.Errorf("%w: string runs past the end of its message", errProtocol)
+			}
+			s := string(r.buf[r.r : r.r+i])
+			r.r += i + 1
+			return s, nil
 		}
-		return "", unexpectedEOF(err)
+		if r.r == 0 && r.w == len(r.buf) {
+			return "", fmt.Errorf("%w: name longer than %d bytes", errProtocol, len(r.buf))
+		}
+		if err := r.fill(); err != nil {
+			return "", unexpectedEOF(err)
+		}
 	}
-	if len(b) > limit {
-		return "", fmt.Errorf("%w: string runs past the end of its message", errProtocol)
-	}
-	return string(b[:len(b)-1]), nil
 }
 
 // idle reports whether no more input is already buffered, i.e. the peer is
 // waiting for us: the moment to flush what we have written.
-func (r *reader) idle() bool { return r.br.Buffered() == 0 }
+func (r *reader) idle() bool { return r.r == r.w }
 
 // writeHeader writes a message header for a body of n bytes.
 // It appends to the writer's own buffer: a header array passed to Write

@@ -1,9 +1,11 @@
 package pgwire
 
 import (
+	"bytes"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -28,8 +30,16 @@ func fakeUpstream(conn net.Conn) {
 		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
-			for _, m := range row {
-				be.Send(m)
+			be.Send(row[0])
+			switch m.String {
+			case bigRowQuery: // one row larger than the proxy's buffers
+				be.Send(&pgproto3.DataRow{Values: [][]byte{bigValue}})
+			case manyRowsQuery: // more than the sockets hold
+				for range manyRows {
+					be.Send(&pgproto3.DataRow{Values: [][]byte{rowValue}})
+				}
+			default:
+				be.Send(row[1])
 			}
 			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
@@ -59,6 +69,18 @@ func fakeUpstream(conn net.Conn) {
 	}
 }
 
+// Queries fakeUpstream answers with rows of their own.
+const (
+	bigRowQuery   = "SELECT big"
+	manyRowsQuery = "SELECT many"
+	manyRows      = 20_000
+)
+
+var (
+	bigValue = bytes.Repeat([]byte("b"), 3*ioBufferSize+17)
+	rowValue = bytes.Repeat([]byte("r"), 1000)
+)
+
 // pipeRelay runs a session between a pgproto3 client and fakeUpstream over
 // net.Pipe, past its startup probe, and returns the client's end. The
 // session ends when the test does.
@@ -66,8 +88,41 @@ func pipeRelay(tb testing.TB) (*pgproto3.Frontend, *session) {
 	tb.Helper()
 	clientEnd, proxyClient := net.Pipe()
 	proxyUp, upstreamEnd := net.Pipe()
+	return startRelay(tb, Config{Upstream: "fake"}, clientEnd, proxyClient, proxyUp, upstreamEnd)
+}
+
+// tcpRelay is pipeRelay over loopback TCP connections, which the event loop
+// relays unless cfg.GoroutineRelay.
+func tcpRelay(tb testing.TB, cfg Config) (*pgproto3.Frontend, *session) {
+	tb.Helper()
+	clientEnd, proxyClient := tcpPair(tb)
+	proxyUp, upstreamEnd := tcpPair(tb)
+	return startRelay(tb, cfg, clientEnd, proxyClient, proxyUp, upstreamEnd)
+}
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(tb testing.TB) (net.Conn, net.Conn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := ln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a, b
+}
+
+func startRelay(tb testing.TB, cfg Config, clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn) (*pgproto3.Frontend, *session) {
+	tb.Helper()
 	go fakeUpstream(upstreamEnd)
-	s := NewServer(Config{Upstream: "fake"}).newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
+	s := NewServer(cfg).newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
 	if err := s.startupProbe(); err != nil {
 		tb.Fatal(err)
 	}
@@ -114,10 +169,31 @@ var (
 	}
 )
 
-// TestRelayOverPipe: the relay, its startup probe hidden, passes a simple
-// query and a prepared statement's replies through unchanged.
-func TestRelayOverPipe(t *testing.T) {
-	fe, s := pipeRelay(t)
+// relays are the ways a session is relayed: goroutines over net.Pipe, the
+// event loop over TCP, goroutines over TCP.
+var relays = []struct {
+	name  string
+	start func(testing.TB) (*pgproto3.Frontend, *session)
+}{
+	{"pipe", pipeRelay},
+	{"loop", func(tb testing.TB) (*pgproto3.Frontend, *session) { return tcpRelay(tb, Config{Upstream: "fake"}) }},
+	{"goroutines", func(tb testing.TB) (*pgproto3.Frontend, *session) {
+		return tcpRelay(tb, Config{Upstream: "fake", GoroutineRelay: true})
+	}},
+}
+
+// TestRelay: the relay, its startup probe hidden, passes a simple query and
+// a prepared statement's replies through unchanged, whichever relays it.
+func TestRelay(t *testing.T) {
+	for _, r := range relays {
+		t.Run(r.name, func(t *testing.T) {
+			fe, s := r.start(t)
+			testRelay(t, fe, s)
+		})
+	}
+}
+
+func testRelay(t *testing.T, fe *pgproto3.Frontend, s *session) {
 	var sent int
 	for _, tt := range []struct {
 		name string
@@ -128,6 +204,7 @@ func TestRelayOverPipe(t *testing.T) {
 		{"parse", prepare, "1Z"},
 		{"bind execute sync", execute, "2DCZ"},
 		{"again", execute, "2DCZ"},
+		{"parse bind execute sync", []pgproto3.FrontendMessage{prepare[0], execute[0], execute[1], execute[2]}, "12DCZ"},
 	} {
 		if got := string(roundTrip(t, fe, tt.msgs...)); got != tt.want {
 			t.Errorf("%s: client got %q, want %q", tt.name, got, tt.want)
@@ -161,4 +238,101 @@ func BenchmarkRelay(b *testing.B) {
 			roundTrip(b, fe, execute...)
 		}
 	})
+}
+
+// TestRelayLargeAndPipelined: a row larger than the buffers (the event loop
+// hands the session to the goroutine relay for it), a reply larger than the
+// sockets hold to a client slow to read, and a pipeline of 500 queries all
+// arrive whole and in order, and the session goes on.
+func TestRelayLargeAndPipelined(t *testing.T) {
+	for _, r := range relays {
+		t.Run(r.name, func(t *testing.T) {
+			fe, s := r.start(t)
+			for round := range 2 {
+				pipelined(t, fe, 500)
+				fe.Send(&pgproto3.Query{String: manyRowsQuery})
+				fe.Flush()
+				time.Sleep(100 * time.Millisecond) // let the sockets fill
+				if got := rowBytes(t, fe, ""); got != manyRows*len(rowValue) {
+					t.Fatalf("many rows: %d bytes, want %d", got, manyRows*len(rowValue))
+				}
+				if looping := inLoop(s); looping != (r.name == "loop" && round == 0) {
+					t.Errorf("round %d: in the event loop: %v", round, looping)
+				}
+				if got := rowBytes(t, fe, bigRowQuery); got != len(bigValue) {
+					t.Fatalf("big row: %d bytes, want %d", got, len(bigValue))
+				}
+				if inLoop(s) {
+					t.Errorf("round %d: still in the event loop after a row larger than its buffer", round)
+				}
+			}
+		})
+	}
+}
+
+// inLoop reports whether an event loop relays s.
+func inLoop(s *session) bool {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.lp != nil
+}
+
+// pipelined sends n queries at once and checks n results come back.
+func pipelined(t *testing.T, fe *pgproto3.Frontend, n int) {
+	t.Helper()
+	for range n {
+		fe.Send(selectQuery[0])
+	}
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if got := rowBytes(t, fe, ""); got != 2 {
+			t.Fatalf("query %d of the pipeline: %d bytes of rows, want 2", i, got)
+		}
+	}
+}
+
+// rowBytes sends q (unless empty) and sums the DataRow values up to
+// ReadyForQuery.
+func rowBytes(t *testing.T, fe *pgproto3.Frontend, q string) int {
+	t.Helper()
+	if q != "" {
+		fe.Send(&pgproto3.Query{String: q})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := m.(type) {
+		case *pgproto3.DataRow:
+			for _, v := range m.Values {
+				n += len(v)
+			}
+		case *pgproto3.ReadyForQuery:
+			return n
+		}
+	}
+}
+
+// TestLoopHandsOverLongTexts: a Query text longer than loopMaxText (its
+// analysis could hold the loop) takes the session out of the event loop,
+// and the session goes on.
+func TestLoopHandsOverLongTexts(t *testing.T) {
+	fe, s := tcpRelay(t, Config{Upstream: "fake"})
+	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" || !inLoop(s) {
+		t.Fatalf("short text: client got %q, in the loop %v", got, inLoop(s))
+	}
+	long := &pgproto3.Query{String: "SELECT 1 /* " + strings.Repeat("x", loopMaxText) + " */"}
+	if got := string(roundTrip(t, fe, long)); got != "TDCZ" || inLoop(s) {
+		t.Fatalf("long text: client got %q, in the loop %v", got, inLoop(s))
+	}
+	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
+		t.Fatalf("after: client got %q", got)
+	}
 }

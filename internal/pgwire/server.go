@@ -57,7 +57,14 @@ type Config struct {
 	// Metrics receives the proxy's Prometheus metrics (see doc.go); nil
 	// keeps them unregistered.
 	Metrics prometheus.Registerer
+
+	// GoroutineRelay relays every session with two goroutines, one per
+	// direction, instead of the event loop (Linux, plain TCP on both legs;
+	// loop_linux.go).
+	GoroutineRelay bool
 }
+
+func (c *Config) eventLoop() bool { return !c.GoroutineRelay }
 
 // Draining reports whether Shutdown has begun: the server accepts no more
 // clients, so a readiness probe should fail.

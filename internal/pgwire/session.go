@@ -45,6 +45,15 @@ type session struct {
 	settled chan struct{} // signalled by the upstream reader when gate may have settled
 	closed  chan struct{} // closed by close
 
+	// Event loop (loop_linux.go). inLoop: the loop relays the session
+	// (set before it is handed over, cleared by the loop when it hands the
+	// session back); waitFirst: it handed back a client message waiting for
+	// gate to settle. lp is read by other goroutines under stateMu.
+	inLoop    bool
+	waitFirst bool
+	lp        *looped
+	lastFatal bool // the last upstream message was a FATAL or PANIC error
+
 	closeOnce  sync.Once
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
 	quiet      atomic.Bool // the upstream is being closed on purpose: report nothing
@@ -88,12 +97,21 @@ func (s *session) attach(upstream net.Conn) {
 func (s *session) close() {
 	s.closeOnce.Do(func() {
 		close(s.closed)
-		s.client.Close()
-		if s.upstream != nil {
-			s.upstream.Close()
+		s.stateMu.Lock()
+		client, upstream, lp := s.client, s.upstream, s.lp
+		s.stateMu.Unlock()
+		client.Close()
+		if upstream != nil {
+			upstream.Close()
+		}
+		if lp != nil {
+			lp.post(lp.end)
 		}
 	})
 }
+
+// looped reports whether the event loop relays the session.
+func (s *session) looped() bool { return s.inLoop }
 
 func (s *session) run(ctx context.Context) {
 	defer s.close()
@@ -154,6 +172,9 @@ func (s *session) proxy() {
 	s.stateMu.Unlock()
 	if draining {
 		s.sendClient(shutdownError())
+		return
+	}
+	if s.relayInLoop() {
 		return
 	}
 	done := make(chan struct{})

@@ -12,45 +12,15 @@ import (
 // leaves; then it tells the client why, if the upstream did not. Replies to
 // messages the gate injected are dropped.
 func (s *session) pumpUpstream() {
-	var lastFatal bool
 	relayed := byteCount{counter: s.srv.metrics.bytesToClient}
 	defer relayed.flush()
 	for {
 		typ, n, err := s.ur.header()
 		if err != nil {
-			if s.adminStop.Load() {
-				s.sendClient(shutdownError())
-				return
-			}
-			if !lastFatal && !s.quiet.Load() && !isClosed(err) && !s.terminated.Load() {
-				s.srv.metrics.refusedConns.WithLabelValues(failUpstreamLost).Inc()
-				s.log.Warn("upstream lost", "err", err)
-				s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
-			}
+			s.upstreamReadFailed(err)
 			return
 		}
-		relayed.add(n + headerLen)
-		closing, err := s.upstreamMessage(typ, n)
-		if err != nil {
-			var re *replyError // declared here: errors.As moves it to the heap
-			if errors.As(err, &re) {
-				s.log.Error("ending session", "err", err)
-				s.cw.Flush()
-				s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
-				return
-			}
-			if s.adminStop.Load() {
-				s.cw.Reset(s.client) // drop the unsent part of the message
-				s.sendClient(shutdownError())
-			}
-			return
-		}
-		lastFatal = closing
-		if typ == 'Z' && s.readyForQuery() {
-			s.log.Info("closing session for shutdown at the end of its transaction")
-			s.adminStop.Store(true)
-			s.cw.Flush()
-			s.sendClient(shutdownError())
+		if s.upstreamStep(typ, n, &relayed) {
 			return
 		}
 		if s.ur.idle() {
@@ -60,6 +30,52 @@ func (s *session) pumpUpstream() {
 			}
 		}
 	}
+}
+
+// upstreamReadFailed tells the client why the upstream connection ended,
+// unless the server said so itself (a FATAL error) or the end was expected.
+func (s *session) upstreamReadFailed(err error) {
+	if s.adminStop.Load() {
+		s.sendClient(shutdownError())
+		return
+	}
+	if !s.lastFatal && !s.quiet.Load() && !isClosed(err) && !s.terminated.Load() {
+		s.srv.metrics.refusedConns.WithLabelValues(failUpstreamLost).Inc()
+		s.log.Warn("upstream lost", "err", err)
+		s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
+	}
+}
+
+// upstreamStep relays one upstream message whose header has been read; stop
+// reports the end of the session (the client has been told why).
+func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) {
+	closing, err := s.upstreamMessage(typ, n)
+	if err != nil {
+		var re *replyError // declared here: errors.As moves it to the heap
+		if errors.As(err, &re) {
+			s.log.Error("ending session", "err", err)
+			s.cw.Flush()
+			s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
+			return true
+		}
+		if s.adminStop.Load() {
+			if !s.looped() {
+				s.cw.Reset(s.client) // drop the unsent part of the message
+			}
+			s.sendClient(shutdownError())
+		}
+		return true
+	}
+	relayed.add(n + headerLen)
+	s.lastFatal = closing
+	if typ == 'Z' && s.readyForQuery() {
+		s.log.Info("closing session for shutdown at the end of its transaction")
+		s.adminStop.Store(true)
+		s.cw.Flush()
+		s.sendClient(shutdownError())
+		return true
+	}
+	return false
 }
 
 // upstreamMessage relays one upstream message whose header has been read,

@@ -1,0 +1,731 @@
+//go:build linux
+
+package pgwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// The event loop relays plain-TCP sessions past authentication the way
+// PgBouncer does: a few goroutines (one per GOMAXPROCS), each waiting in
+// epoll_wait for any of its sessions' sockets and reading only what epoll
+// reported ready, with system calls that do not go through the Go
+// scheduler. Two goroutines per session, each blocking in its own read,
+// cost about 1.5 times as much CPU per transaction (docs/performance.md).
+//
+// The loop runs the same per-message code as the goroutine relay
+// (clientStep, upstreamStep) on messages buffered whole. A session leaves
+// the loop for good, and the goroutine relay takes it over with what is
+// buffered, when a message is larger than the read buffer (a big row, a
+// COPY): streaming it needs a goroutine that can block. A client message
+// that must wait for gate to settle (Decision.Wait) is read again, from its
+// start, once the upstream replies have settled it.
+
+// epollET is EPOLLET as the uint32 of EpollEvent.Events (package syscall
+// declares it as a negative int).
+const epollET = 1 << 31
+
+// maxLoopMessages bounds the messages one direction of a session relays in
+// one turn, so that a busy session cannot starve the others of its loop.
+const maxLoopMessages = 64
+
+// A loop serves many sessions, so none may hold it long: a session whose
+// client sends a Query or Parse text over loopMaxText bytes (analysing one
+// can take milliseconds), or whose message took over loopSlowStep to
+// relay, leaves the loop for the goroutine relay, where a slow message
+// delays its own session alone.
+const (
+	loopMaxText  = 4 << 10
+	loopSlowStep = 2 * time.Millisecond
+)
+
+// eventLoop is one epoll instance and the goroutine that serves it.
+type eventLoop struct {
+	epfd   int
+	wakefd int             // eventfd: post wakes the loop with it
+	poller syscall.RawConn // epfd, watched by Go's poller
+
+	mu    sync.Mutex
+	tasks []func() // posted by other goroutines, run by the loop
+
+	ends  map[int32]*loopEnd // the loop goroutine's own
+	again []*looped          // sessions to serve again without an event
+}
+
+type loopEnd struct {
+	lp     *looped
+	client bool
+}
+
+// looped is a session while an event loop relays it. Only the loop
+// goroutine touches it, except post.
+type looped struct {
+	loop         *eventLoop
+	s            *session
+	cfd, ufd     int
+	csrc, usrc   *fdSource
+	csink, usink *fdSink
+	crelay       byteCount // client to upstream
+	urelay       byteCount // upstream to client
+	clientWait   bool      // a client message waits for gate to settle
+	queued       bool      // in loop.again, or being served this turn
+	gone         bool      // ended or handed back
+	handBack     bool      // handed back to the goroutine relay
+	done         chan struct{}
+}
+
+var loops struct {
+	once sync.Once
+	all  []*eventLoop
+	err  error
+	next atomic.Uint32
+}
+
+// pickLoop returns one of the process's event loops, starting them on first
+// use.
+func pickLoop() (*eventLoop, error) {
+	loops.once.Do(func() {
+		nl := runtime.GOMAXPROCS(0)
+		if v, err := strconv.Atoi(os.Getenv("FENCEPROXY_EVENT_LOOPS")); err == nil && v > 0 {
+			nl = v
+		}
+		for range nl {
+			l, err := newEventLoop()
+			if err != nil {
+				loops.err = err
+				return
+			}
+			loops.all = append(loops.all, l)
+			go l.run()
+		}
+	})
+	if loops.err != nil {
+		return nil, loops.err
+	}
+	return loops.all[int(loops.next.Add(1))%len(loops.all)], nil
+}
+
+func newEventLoop() (*eventLoop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	r, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if e != 0 {
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("eventfd2", e)
+	}
+	l := &eventLoop{epfd: epfd, wakefd: int(r), ends: map[int32]*loopEnd{}}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	// The file is kept open by the loop's goroutine for the life of the
+	// process.
+	if l.poller, err = os.NewFile(uintptr(epfd), "epoll").SyscallConn(); err != nil {
+		return nil, err
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(l.wakefd)}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wakefd, &ev); err != nil {
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	return l, nil
+}
+
+// post runs f on the loop goroutine.
+func (l *eventLoop) post(f func()) {
+	l.mu.Lock()
+	l.tasks = append(l.tasks, f)
+	l.mu.Unlock()
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	syscall.Write(l.wakefd, one[:])
+}
+
+func (lp *looped) post(f func()) { lp.loop.post(f) }
+
+func (l *eventLoop) run() {
+	events := make([]syscall.EpollEvent, 256)
+	var turn []*looped
+	for {
+		// Poll without blocking; when nothing is ready, park the goroutine
+		// on Go's own poller, which watches the epoll descriptor: no thread
+		// blocks in epoll_wait.
+		var n int
+		err := l.poller.Read(func(uintptr) bool {
+			n, _ = epollPoll(l.epfd, events)
+			return n > 0 || len(l.again) > 0
+		})
+		if err != nil {
+			panic("pgwire: event loop: " + err.Error()) // the descriptor is never closed
+		}
+		turn = append(turn[:0], l.again...)
+		l.again = l.again[:0]
+		for _, ev := range events[:n] {
+			if int(ev.Fd) == l.wakefd {
+				turn = l.runTasks(turn)
+				continue
+			}
+			end := l.ends[ev.Fd]
+			if end == nil {
+				continue
+			}
+			lp := end.lp
+			src, sink := lp.usrc, lp.usink
+			if end.client {
+				src, sink = lp.csrc, lp.csink
+			}
+			src.event(ev.Events)
+			sink.writable = sink.writable || ev.Events&(syscall.EPOLLOUT|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
+			if !lp.queued {
+				lp.queued = true
+				turn = append(turn, lp)
+			}
+		}
+		for _, lp := range turn {
+			lp.queued = false
+			lp.serve()
+		}
+		clear(turn)
+	}
+}
+
+func (l *eventLoop) runTasks(turn []*looped) []*looped {
+	var buf [8]byte
+	syscall.Read(l.wakefd, buf[:])
+	l.mu.Lock()
+	tasks := l.tasks
+	l.tasks = nil
+	l.mu.Unlock()
+	for _, f := range tasks {
+		f()
+	}
+	return turn
+}
+
+// relayInLoop hands the session to an event loop when both its connections
+// are plain TCP, and waits until the loop lets go of it. It reports whether
+// the session is over; false means the goroutine relay must go on with it.
+func (s *session) relayInLoop() bool {
+	if !s.srv.cfg.eventLoop() {
+		return false
+	}
+	cfd, cerr := dupFD(s.client)
+	ufd, uerr := dupFD(s.upstream)
+	if cerr != nil || uerr != nil {
+		closeFD(cfd)
+		closeFD(ufd)
+		return false
+	}
+	l, err := pickLoop()
+	if err != nil {
+		s.log.Warn("event loop unavailable; relaying with goroutines", "err", err)
+		closeFD(cfd)
+		closeFD(ufd)
+		return false
+	}
+	if err := s.uw.Flush(); err != nil {
+		closeFD(cfd)
+		closeFD(ufd)
+		return true
+	}
+	s.cw.Flush()
+	lp := &looped{loop: l, s: s, cfd: cfd, ufd: ufd,
+		csrc: &fdSource{fd: cfd}, usrc: &fdSource{fd: ufd},
+		csink: &fdSink{fd: cfd}, usink: &fdSink{fd: ufd},
+		crelay: byteCount{counter: s.srv.metrics.bytesUpstream},
+		urelay: byteCount{counter: s.srv.metrics.bytesToClient},
+		done:   make(chan struct{})}
+	// The sockets are now the duplicates' alone: closing the originals
+	// takes them out of Go's poller.
+	s.client.Close()
+	s.upstream.Close()
+	s.cr.src, s.ur.src = lp.csrc, lp.usrc
+	s.cw.Reset(lp.csink)
+	s.uw.Reset(lp.usink)
+	s.inLoop = true
+	s.stateMu.Lock()
+	s.lp = lp
+	s.stateMu.Unlock()
+	l.post(lp.adopt)
+	select {
+	case <-s.closed:
+		lp.post(lp.end)
+	default:
+	}
+	<-lp.done
+	if !lp.handBack {
+		return true
+	}
+	return !s.takeBack(lp)
+}
+
+// adopt registers the session's sockets with the loop and serves what is
+// already buffered.
+func (lp *looped) adopt() {
+	if lp.gone {
+		return // ended before it was adopted
+	}
+	l := lp.loop
+	for i, fd := range []int{lp.cfd, lp.ufd} {
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET, Fd: int32(fd)}
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			lp.s.log.Warn("event loop: cannot watch a socket", "err", err)
+			lp.s.sendClient(fatal(codeConnectionFailure, "fenceproxy: cannot watch the connection: "+err.Error()))
+			lp.end()
+			return
+		}
+		l.ends[int32(fd)] = &loopEnd{lp: lp, client: i == 0}
+	}
+	lp.csrc.ready, lp.usrc.ready = true, true
+	lp.serve()
+}
+
+// serve relays what each direction has ready until neither can go on.
+func (lp *looped) serve() {
+	s := lp.s
+	for !lp.gone {
+		if !lp.flushSinks() {
+			return
+		}
+		progress := false
+		if !lp.clientWait && len(lp.usink.pending) == 0 {
+			progress = lp.clientTurn() || progress
+		}
+		if lp.gone {
+			return
+		}
+		if len(lp.csink.pending) == 0 {
+			progress = lp.upstreamTurn() || progress
+		}
+		if lp.clientWait && !lp.gone && s.gateSettled() {
+			lp.clientWait = false
+			progress = true
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+// flushSinks writes what the sockets could not take before; false when the
+// session ended.
+func (lp *looped) flushSinks() bool {
+	if err := lp.csink.flushPending(); err != nil {
+		lp.end()
+		return false
+	}
+	if err := lp.usink.flushPending(); err != nil {
+		lp.end()
+		return false
+	}
+	return true
+}
+
+// clientTurn relays the client's whole buffered messages; it reports
+// whether it relayed any.
+func (lp *looped) clientTurn() (progress bool) {
+	s := lp.s
+	for i := 0; ; i++ {
+		if i == maxLoopMessages {
+			lp.requeue()
+			break
+		}
+		ok, err := s.cr.ready()
+		if err == errAgain || err == nil && !ok {
+			break
+		}
+		if err != nil {
+			lp.clientGone(s.clientReadFailed(err))
+			return true
+		}
+		mark := s.cr.mark()
+		typ, n, _ := s.cr.header()
+		if !s.cr.holds(n) || (typ == 'Q' || typ == 'P') && n > loopMaxText {
+			s.cr.rewind(mark)
+			lp.handOver("a large client message", typ, n)
+			return true
+		}
+		start := time.Now()
+		stop, err := s.clientStep(typ, n, &lp.crelay)
+		if err == errWaitSettled {
+			s.cr.rewind(mark)
+			lp.clientWait = true
+			break
+		}
+		progress = true
+		if stop {
+			lp.clientGone(err)
+			return true
+		}
+		if time.Since(start) > loopSlowStep {
+			lp.crelay.flush()
+			if s.uw.Flush() != nil {
+				lp.end()
+			} else {
+				lp.handOver("a slow client message", typ, n)
+			}
+			return true
+		}
+	}
+	lp.crelay.flush()
+	if err := s.uw.Flush(); err != nil {
+		lp.end()
+	}
+	return progress
+}
+
+// upstreamTurn relays the upstream's whole buffered messages.
+func (lp *looped) upstreamTurn() (progress bool) {
+	s := lp.s
+	for i := 0; ; i++ {
+		if i == maxLoopMessages {
+			lp.requeue()
+			break
+		}
+		ok, err := s.ur.ready()
+		if err == errAgain || err == nil && !ok {
+			break
+		}
+		if err != nil {
+			s.upstreamReadFailed(err)
+			lp.end()
+			return true
+		}
+		mark := s.ur.mark()
+		typ, n, _ := s.ur.header()
+		if !s.ur.holds(n) {
+			s.ur.rewind(mark)
+			lp.handOver("a large upstream message", typ, n)
+			return true
+		}
+		progress = true
+		if s.upstreamStep(typ, n, &lp.urelay) {
+			lp.end()
+			return true
+		}
+	}
+	lp.urelay.flush()
+	if err := s.cw.Flush(); err != nil {
+		lp.end()
+	}
+	return progress
+}
+
+func (lp *looped) requeue() {
+	if !lp.queued {
+		lp.queued = true
+		lp.loop.again = append(lp.loop.again, lp)
+	}
+}
+
+// clientGone ends the session after the client direction stopped: err is
+// a *clientError when the client's input was refused.
+func (lp *looped) clientGone(err error) {
+	s := lp.s
+	var ce *clientError
+	if errors.As(err, &ce) {
+		s.srv.metrics.refusedConns.WithLabelValues(failProtocol).Inc()
+		s.log.Info("client message refused", "err", err)
+		s.quiet.Store(true)
+		s.sendClient(fatal(ce.code, ce.msg))
+	}
+	lp.end()
+}
+
+// stop ends the session for a shutdown, telling the client 57P01.
+func (lp *looped) stop() {
+	if lp.gone {
+		return
+	}
+	lp.s.upstreamReadFailed(net.ErrClosed)
+	lp.end()
+}
+
+// end closes the session's sockets; what the client could not take yet is
+// written by a goroutine of its own, for up to a second.
+func (lp *looped) end() {
+	if lp.gone {
+		return
+	}
+	lp.gone = true
+	lp.crelay.flush()
+	lp.urelay.flush()
+	lp.unwatch()
+	closeFD(lp.ufd)
+	if pending := lp.csink.pending; len(pending) > 0 {
+		go finishWrite(lp.cfd, pending)
+	} else {
+		closeFD(lp.cfd)
+	}
+	lp.release()
+}
+
+// handOver gives the session back to the goroutine relay (takeBack), with
+// everything buffered, for a message larger than the read buffer.
+func (lp *looped) handOver(why string, typ byte, n int) {
+	lp.s.log.Debug("leaving the event loop", "reason", why, "type", string(typ), "bytes", n+headerLen)
+	lp.gone, lp.handBack = true, true
+	lp.crelay.flush()
+	lp.urelay.flush()
+	lp.unwatch()
+	lp.s.inLoop = false
+	lp.s.waitFirst = lp.clientWait
+	lp.release()
+}
+
+func (lp *looped) unwatch() {
+	for _, fd := range []int{lp.cfd, lp.ufd} {
+		if lp.loop.ends[int32(fd)] != nil {
+			syscall.EpollCtl(lp.loop.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
+			delete(lp.loop.ends, int32(fd))
+		}
+	}
+}
+
+func (lp *looped) release() {
+	s := lp.s
+	s.stateMu.Lock()
+	s.lp = nil
+	s.stateMu.Unlock()
+	close(lp.done)
+}
+
+// takeBack turns the loop's sockets back into net.Conns for the goroutine
+// relay; false when the session is over.
+func (s *session) takeBack(lp *looped) bool {
+	client, cerr := fileConn(lp.cfd)
+	upstream, uerr := fileConn(lp.ufd)
+	if cerr != nil || uerr != nil {
+		s.log.Warn("event loop: cannot hand the session back", "err", errors.Join(cerr, uerr))
+		for _, c := range []net.Conn{client, upstream} {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return false
+	}
+	lp.csrc.conn, lp.csink.conn = client, client
+	lp.usrc.conn, lp.usink.conn = upstream, upstream
+	s.stateMu.Lock()
+	s.client, s.upstream = client, upstream
+	s.stateMu.Unlock()
+	select {
+	case <-s.closed:
+		client.Close()
+		upstream.Close()
+		return false
+	default:
+	}
+	if s.adminStop.Load() {
+		upstream.Close()
+	}
+	if lp.csink.flushPending() != nil || lp.usink.flushPending() != nil {
+		return false
+	}
+	return true
+}
+
+// fdSource reads a loop's socket: only when epoll reported it readable
+// since a read last found it drained, else errAgain. After takeBack it
+// reads the net.Conn.
+type fdSource struct {
+	fd    int
+	ready bool
+	hup   bool // the peer has shut down or the socket failed: read on to the end
+	conn  net.Conn
+}
+
+// event records what epoll reported of the socket.
+func (f *fdSource) event(events uint32) {
+	if events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+		f.hup = true
+	}
+	f.ready = f.ready || f.hup || events&syscall.EPOLLIN != 0
+}
+
+var errAgain = errors.New("no input ready")
+
+func (f *fdSource) Read(p []byte) (int, error) {
+	if f.conn != nil {
+		return f.conn.Read(p)
+	}
+	if !f.ready || len(p) == 0 {
+		return 0, errAgain
+	}
+	for {
+		n, err := rawIO(syscall.SYS_READ, f.fd, p)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			f.ready = false
+			return 0, errAgain
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, io.EOF
+		}
+		if n < len(p) && !f.hup {
+			// Edge-triggered: data or a shutdown arriving after this read
+			// raises a new event, so a short read means drained. One that
+			// came before it was reported with the event (hup).
+			f.ready = false
+		}
+		return n, nil
+	}
+}
+
+// fdSink writes a loop's socket without blocking: what the socket cannot
+// take is kept in pending and written when epoll reports it writable. After
+// takeBack it writes the net.Conn, pending first.
+type fdSink struct {
+	fd       int
+	pending  []byte
+	writable bool
+	conn     net.Conn
+}
+
+func (f *fdSink) Write(p []byte) (int, error) {
+	if f.conn != nil {
+		if err := f.flushPending(); err != nil {
+			return 0, err
+		}
+		return f.conn.Write(p)
+	}
+	if len(f.pending) > 0 {
+		f.pending = append(f.pending, p...)
+		return len(p), nil
+	}
+	rest, err := f.writeSome(p)
+	if err != nil {
+		return 0, err
+	}
+	f.pending = append(f.pending, rest...)
+	return len(p), nil
+}
+
+// writeSome writes p until the socket would block, returning what is left.
+func (f *fdSink) writeSome(p []byte) ([]byte, error) {
+	for len(p) > 0 {
+		n, err := rawIO(syscall.SYS_WRITE, f.fd, p)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			f.writable = false
+			return p, nil
+		case err != nil:
+			return p, err
+		}
+		p = p[n:]
+	}
+	return nil, nil
+}
+
+func (f *fdSink) flushPending() error {
+	if len(f.pending) == 0 {
+		return nil
+	}
+	if f.conn != nil {
+		_, err := f.conn.Write(f.pending)
+		f.pending = nil
+		return err
+	}
+	if !f.writable {
+		return nil
+	}
+	rest, err := f.writeSome(f.pending)
+	if err != nil {
+		return err
+	}
+	f.pending = append(f.pending[:0], rest...)
+	return nil
+}
+
+// rawIO is read(2) or write(2) on a non-blocking socket, without the Go
+// scheduler's system-call bookkeeping (it never blocks).
+func rawIO(trap uintptr, fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// epollPoll is epoll_wait(2) with a zero timeout: it never blocks.
+func epollPoll(epfd int, events []syscall.EpollEvent) (int, error) {
+	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// dupFD returns a close-on-exec duplicate of a plain TCP connection's
+// socket, in non-blocking mode (it shares the original's file status).
+func dupFD(c net.Conn) (int, error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return -1, errors.New("not a TCP connection")
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	err = rc.Control(func(s uintptr) {
+		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+		if e != 0 {
+			derr = os.NewSyscallError("fcntl", e)
+			return
+		}
+		fd = int(r)
+	})
+	return fd, errors.Join(err, derr)
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		syscall.Close(fd)
+	}
+}
+
+// fileConn makes a net.Conn of a loop's socket and closes fd.
+func fileConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// finishWrite writes a session's last bytes to the client, blocking for up
+// to a second, and closes the socket.
+func finishWrite(fd int, p []byte) {
+	defer closeFD(fd)
+	if syscall.SetNonblock(fd, false) != nil {
+		return
+	}
+	tv := syscall.NsecToTimeval(time.Second.Nanoseconds())
+	syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &tv)
+	for len(p) > 0 {
+		n, err := syscall.Write(fd, p)
+		if err != nil || n <= 0 {
+			return
+		}
+		p = p[n:]
+	}
+}

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package pgwire
+
+import "errors"
+
+// The event loop is Linux's (loop_linux.go); elsewhere every session is
+// relayed with two goroutines.
+
+var errAgain = errors.New("no input ready")
+
+type looped struct{}
+
+func (lp *looped) post(func()) {}
+func (lp *looped) end()        {}
+func (lp *looped) stop()       {}
+
+func (s *session) relayInLoop() bool { return false }
