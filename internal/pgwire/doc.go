@@ -39,15 +39,34 @@
 // vanishes mid-message, the upstream connection is closed rather than left
 // holding part of a message.
 //
+// # Relays
+//
+// Past authentication a session is relayed one of two ways, by the same
+// per-message code (clientStep, upstreamStep):
+//
+//   - The event loop (loop_linux.go; Linux, plain TCP on both legs, the
+//     default): a few goroutines, one per GOMAXPROCS, each serving many
+//     sessions over epoll, reading only what epoll reported ready and
+//     relaying messages buffered whole. It costs about two thirds of the
+//     CPU per transaction of the goroutine relay (docs/performance.md).
+//   - The goroutine relay (client_pump.go, upstream_pump.go): one goroutine
+//     per direction, each blocking in its own reads. TLS sessions, and
+//     every session with Config.GoroutineRelay, use it; a session leaves
+//     the event loop for it, for good, when a message is larger than the
+//     read buffer, a Query or Parse text is over 4 KiB, or a message took
+//     over 2 ms to relay (a loop serves many sessions; none may hold it).
+//
 // # Concurrency and shutdown
 //
-// Server methods are safe for concurrent use. Each session has one goroutine
-// per direction: run (started by Serve, which waits for it) reads the client;
-// the upstream reader is started by run once authenticated and waited for
-// before run returns. The session's close is idempotent and reached on every
-// path. Only the upstream reader writes to the client once it runs; an error
-// for the client from the client-reading side is sent after that reader has
-// stopped.
+// Server methods are safe for concurrent use. Each session's run goroutine
+// (started by Serve, which waits for it) does startup and authentication.
+// In the goroutine relay it then reads the client, and starts an upstream
+// reader that it waits for before returning; in the event loop it waits
+// until the loop lets go of the session. The session's close is idempotent
+// and reached on every path. Only the upstream reader writes to the client
+// once it runs; an error for the client from the client-reading side is
+// sent after that reader has stopped. An event loop alone touches its
+// sessions: other goroutines post it work (close, shutdown).
 //
 // Serve's ctx ends everything at once. Shutdown is the graceful path: it
 // closes the listeners, closes idle sessions (ReadyForQuery status 'I' and

@@ -169,13 +169,15 @@ func (r *reader) discard(n int) error {
 // the NUL, from within a message body.
 func (r *reader) cstring(limit int) (string, error) {
 	for {
-		if i := bytes.IndexByte(r.buf[r.r:r.w], 0); i >= 0 {
-			if i+1 > limit {
-				return "", fmt.Errorf("%w: string runs past the end of its message", errProtocol)
-			}
-			s := string(r.buf[r.r : r.r+i])
+		avail := r.buf[r.r:r.w]
+		if i := bytes.IndexByte(avail[:min(len(avail), limit)], 0); i >= 0 {
+			s := string(avail[:i])
 			r.r += i + 1
 			return s, nil
+		}
+		if len(avail) >= limit {
+			// Decided from the message's own bytes: never wait for more.
+			return "", fmt.Errorf("%w: string runs past the end of its message", errProtocol)
 		}
 		if r.r == 0 && r.w == len(r.buf) {
 			return "", fmt.Errorf("%w: name longer than %d bytes", errProtocol, len(r.buf))

@@ -101,3 +101,30 @@ func TestReadStartup(t *testing.T) {
 		}
 	}
 }
+
+// againAfter returns its bytes, then errAgain, as an event loop's socket
+// with nothing more ready.
+type againAfter struct{ b []byte }
+
+func (a *againAfter) Read(p []byte) (int, error) {
+	if len(a.b) == 0 {
+		return 0, errAgain
+	}
+	n := copy(p, a.b)
+	a.b = a.b[n:]
+	return n, nil
+}
+
+// TestReaderDecidesFromTheMessage: a name that runs past the end of its
+// message is refused from the message's own bytes, without reading on
+// (the event loop has nothing more to give).
+func TestReaderDecidesFromTheMessage(t *testing.T) {
+	r := newReader(&againAfter{b: append([]byte{'B', 0, 0, 0, 6}, "ab"...)})
+	if ok, err := r.ready(); !ok || err != nil {
+		t.Fatalf("ready: %v, %v", ok, err)
+	}
+	_, n, _ := r.header()
+	if _, err := r.cstring(n); !errors.Is(err, errProtocol) {
+		t.Fatalf("cstring: %v, want a protocol violation", err)
+	}
+}
