@@ -69,7 +69,7 @@ func TestCompareHarness(t *testing.T) {
 		t.Skip("short mode: starts PostgreSQL, PgBouncer and fenceproxy (make test runs it)")
 	}
 	c := newComparisonSized(t, 1)
-	for _, tg := range []*benchTarget{c.pgb, c.fp} {
+	for _, tg := range []*benchTarget{c.pgb, c.fp, c.fpGoroutines} {
 		m := c.run(tg, "smoke", []string{"-S", "-M", "extended", "-c", "2", "-j", "1", "-t", "50"})
 		if m.txns != 100 || m.tps <= 0 || m.latencyMs <= 0 {
 			t.Errorf("%s: %+v from pgbench", tg.name, m)
@@ -121,6 +121,7 @@ type comparison struct {
 	db             string
 	direct         string
 	fp, pgb        *benchTarget
+	fpGoroutines   *benchTarget // fenceproxy with relay: goroutines
 	metricsAddr    string
 	profileDir     string
 	fencedScript   string
@@ -170,7 +171,8 @@ func newComparisonSized(tb testing.TB, scale int) *comparison {
 	c.pgbenchRun("127.0.0.1", pg.Port, "-i", "-q", "-s", strconv.Itoa(scale))
 	bouncer := harness.StartPgBouncer(tb, pg)
 	c.pgb = &benchTarget{name: "pgbouncer", host: bouncer.Host, port: bouncer.Port, pid: bouncer.Pid}
-	c.fp = c.startFenceproxy(pg.Addr())
+	c.fp = c.startFenceproxy(pg.Addr(), "")
+	c.fpGoroutines = c.startFenceproxy(pg.Addr(), "relay: goroutines\n")
 	dir := tb.TempDir()
 	c.fencedScript = filepath.Join(dir, "fenced.sql")
 	c.unfencedScript = filepath.Join(dir, "unfenced.sql")
@@ -179,11 +181,16 @@ func newComparisonSized(tb testing.TB, scale int) *comparison {
 	return c
 }
 
-func (c *comparison) startFenceproxy(upstream string) *benchTarget {
-	c.metricsAddr = freeAddr(c.tb)
+// startFenceproxy starts a fenceproxy serve process with extra settings;
+// the first one started serves the profiler.
+func (c *comparison) startFenceproxy(upstream, extra string) *benchTarget {
 	cfg := filepath.Join(c.tb.TempDir(), "fenceproxy.yaml")
-	writeScript(c.tb, cfg, "listen: 127.0.0.1:0\nupstream: "+upstream+"\nupstream_tls: disable\nmax_client_conns: 300\n"+
-		"metrics_listen: "+c.metricsAddr+"\ndebug_pprof: true\n")
+	settings := "listen: 127.0.0.1:0\nupstream: " + upstream + "\nupstream_tls: disable\nmax_client_conns: 300\n" + extra
+	if c.metricsAddr == "" {
+		c.metricsAddr = freeAddr(c.tb)
+		settings += "metrics_listen: " + c.metricsAddr + "\ndebug_pprof: true\n"
+	}
+	writeScript(c.tb, cfg, settings)
 	addr, cmd, _ := startServe(c.tb, nil, "--config", cfg)
 	host, port := splitHostPort(c.tb, addr)
 	return &benchTarget{name: "fenceproxy", host: host, port: port, pid: cmd.Process.Pid}
@@ -202,6 +209,11 @@ func comparePairs(c *comparison) []pair {
 		versus("select-only c=16 "+mode, "-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000")
 	}
 	versus("tpcb-like c=16 simple", "-b", "tpcb-like", "-M", "simple", "-c", "16", "-j", "2", "-t", "600")
+	for _, mode := range []string{"simple", "prepared"} {
+		ps = append(ps, pair{name: "relay select-only c=16 " + mode,
+			a: side{label: "goroutines", target: c.fpGoroutines, args: []string{"-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000"}},
+			b: side{label: "loop", target: c.fp, args: []string{"-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000"}}})
+	}
 	for _, mode := range []string{"simple", "extended"} {
 		args := []string{"-M", mode, "-c", "8", "-j", "2", "-t", "800", "-D", "scale=" + strconv.Itoa(compareScale), "-f"}
 		ps = append(ps, pair{name: "fenced tpcb c=8 " + mode,

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -96,11 +95,7 @@ var loops struct {
 // use.
 func pickLoop() (*eventLoop, error) {
 	loops.once.Do(func() {
-		nl := runtime.GOMAXPROCS(0)
-		if v, err := strconv.Atoi(os.Getenv("FENCEPROXY_EVENT_LOOPS")); err == nil && v > 0 {
-			nl = v
-		}
-		for range nl {
+		for range runtime.GOMAXPROCS(0) {
 			l, err := newEventLoop()
 			if err != nil {
 				loops.err = err
