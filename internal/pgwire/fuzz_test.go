@@ -133,56 +133,69 @@ func FuzzSession(f *testing.F) {
 	f.Add(append(seed, 'Z', 0, 0, 0, 5, 'I'))
 	f.Add([]byte{'d', 0, 0, 0, 100, 'x'})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		srv := NewServer(Config{Upstream: "fake", MaxMessageBytes: 4096})
-		clientEnd, proxyClient := net.Pipe()
-		proxyUp, upstreamEnd := net.Pipe()
-		s := srv.newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
-
-		// The fake upstream: frame what arrives, answer what needs a
-		// ReadyForQuery, and record whether the stream ended mid-message.
-		upDone := make(chan error, 1)
-		go func() {
-			ur := newReader(upstreamEnd)
-			for {
-				typ, n, err := ur.header()
-				if err == io.EOF || err == io.ErrUnexpectedEOF {
-					upDone <- nil // ended, or cut short by the proxy's close
-					return
-				}
-				if err != nil {
-					upDone <- err
-					return
-				}
-				if err := s.checkClientMessage(typ, n); err != nil {
-					upDone <- err
-					return
-				}
-				if err := ur.discard(n); err != nil {
-					upDone <- nil // cut short: the proxy closed the connection
-					return
-				}
-				if typ == 'Q' || typ == 'S' || typ == 'F' {
-					go upstreamEnd.Write([]byte{'Z', 0, 0, 0, 5, 'I'})
-				}
-			}
-		}()
-		go io.Copy(io.Discard, clientEnd)
-		go func() {
-			clientEnd.Write(data)
-			clientEnd.Close()
-		}()
-		done := make(chan struct{})
-		go func() { s.proxy(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("session did not end")
-		}
-		// The session closed its end of the upstream pipe: the fake
-		// upstream sees EOF once it has read everything.
-		if err := <-upDone; err != nil {
-			t.Fatalf("upstream received a message the proxy should have refused: %v", err)
-		}
-		upstreamEnd.Close()
+		t.Run("pipe", func(t *testing.T) {
+			clientEnd, proxyClient := net.Pipe()
+			proxyUp, upstreamEnd := net.Pipe()
+			fuzzSession(t, data, clientEnd, proxyClient, proxyUp, upstreamEnd)
+		})
+		t.Run("loop", func(t *testing.T) {
+			clientEnd, proxyClient := tcpPair(t)
+			proxyUp, upstreamEnd := tcpPair(t)
+			fuzzSession(t, data, clientEnd, proxyClient, proxyUp, upstreamEnd)
+		})
 	})
+}
+
+// fuzzSession is FuzzSession's session over the given connections (the
+// event loop relays TCP ones).
+func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn) {
+	srv := NewServer(Config{Upstream: "fake", MaxMessageBytes: 4096})
+	s := srv.newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
+
+	// The fake upstream: frame what arrives, answer what needs a
+	// ReadyForQuery, and record whether the stream ended mid-message.
+	upDone := make(chan error, 1)
+	go func() {
+		ur := newReader(upstreamEnd)
+		for {
+			typ, n, err := ur.header()
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				upDone <- nil // ended, or cut short by the proxy's close
+				return
+			}
+			if err != nil {
+				upDone <- err
+				return
+			}
+			if err := s.checkClientMessage(typ, n); err != nil {
+				upDone <- err
+				return
+			}
+			if err := ur.discard(n); err != nil {
+				upDone <- nil // cut short: the proxy closed the connection
+				return
+			}
+			if typ == 'Q' || typ == 'S' || typ == 'F' {
+				go upstreamEnd.Write([]byte{'Z', 0, 0, 0, 5, 'I'})
+			}
+		}
+	}()
+	go io.Copy(io.Discard, clientEnd)
+	go func() {
+		clientEnd.Write(data)
+		clientEnd.Close()
+	}()
+	done := make(chan struct{})
+	go func() { s.proxy(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("session did not end")
+	}
+	// The session closed its end of the upstream pipe: the fake
+	// upstream sees EOF once it has read everything.
+	if err := <-upDone; err != nil {
+		t.Fatalf("upstream received a message the proxy should have refused: %v", err)
+	}
+	upstreamEnd.Close()
 }

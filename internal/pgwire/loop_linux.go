@@ -168,7 +168,7 @@ func (l *eventLoop) run() {
 		l.again = l.again[:0]
 		for _, ev := range events[:n] {
 			if int(ev.Fd) == l.wakefd {
-				turn = l.runTasks(turn)
+				l.runTasks()
 				continue
 			}
 			end := l.ends[ev.Fd]
@@ -195,7 +195,8 @@ func (l *eventLoop) run() {
 	}
 }
 
-func (l *eventLoop) runTasks(turn []*looped) []*looped {
+// runTasks runs what other goroutines posted.
+func (l *eventLoop) runTasks() {
 	var buf [8]byte
 	syscall.Read(l.wakefd, buf[:])
 	l.mu.Lock()
@@ -205,7 +206,6 @@ func (l *eventLoop) runTasks(turn []*looped) []*looped {
 	for _, f := range tasks {
 		f()
 	}
-	return turn
 }
 
 // relayInLoop hands the session to an event loop when both its connections
@@ -331,7 +331,7 @@ func (lp *looped) flushSinks() bool {
 // whether it relayed any.
 func (lp *looped) clientTurn() (progress bool) {
 	s := lp.s
-	for i := 0; ; i++ {
+	for i := 0; len(lp.usink.pending) == 0; i++ {
 		if i == maxLoopMessages {
 			lp.requeue()
 			break
@@ -383,7 +383,7 @@ func (lp *looped) clientTurn() (progress bool) {
 // upstreamTurn relays the upstream's whole buffered messages.
 func (lp *looped) upstreamTurn() (progress bool) {
 	s := lp.s
-	for i := 0; ; i++ {
+	for i := 0; len(lp.csink.pending) == 0; i++ {
 		if i == maxLoopMessages {
 			lp.requeue()
 			break
