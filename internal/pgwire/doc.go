@@ -54,7 +54,7 @@
 //     every session with Config.GoroutineRelay, use it; a session leaves
 //     the event loop for it, for good, when a message is larger than the
 //     read buffer, a Query or Parse text is over 4 KiB, or a message took
-//     over 2 ms to relay (a loop serves many sessions; none may hold it).
+//     over 20 ms to relay (a loop serves many sessions; none may hold it).
 //
 // # Concurrency and shutdown
 //
@@ -101,6 +101,8 @@
 // fenceproxy_client_connections_total,
 // fenceproxy_connection_failures_total{reason}, fenceproxy_fence_checks_total,
 // fenceproxy_fence_refusals_total{sqlstate},
-// fenceproxy_client_sent_bytes_total and fenceproxy_upstream_sent_bytes_total.
+// fenceproxy_client_sent_bytes_total, fenceproxy_upstream_sent_bytes_total,
+// fenceproxy_relayed_sessions_total{relay} and
+// fenceproxy_event_loop_leaves_total{reason}.
 // Label values come from fixed lists.
 package pgwire

@@ -43,10 +43,12 @@ const maxLoopMessages = 64
 // client sends a Query or Parse text over loopMaxText bytes (analysing one
 // can take milliseconds), or whose message took over loopSlowStep to
 // relay, leaves the loop for the goroutine relay, where a slow message
-// delays its own session alone.
+// delays its own session alone. loopSlowStep is wall-clock time: on a busy
+// machine the loop's thread may be descheduled mid-message, and a session
+// must not leave the loop for that.
 const (
 	loopMaxText  = 4 << 10
-	loopSlowStep = 2 * time.Millisecond
+	loopSlowStep = 20 * time.Millisecond
 )
 
 // eventLoop is one epoll instance and the goroutine that serves it.
@@ -212,35 +214,18 @@ func (l *eventLoop) runTasks() {
 // are plain TCP, and waits until the loop lets go of it. It reports whether
 // the session is over; false means the goroutine relay must go on with it.
 func (s *session) relayInLoop() bool {
-	if !s.srv.cfg.eventLoop() {
+	lp := s.newLooped()
+	if lp == nil {
+		s.srv.metrics.relays.WithLabelValues(relayGoroutines).Inc()
 		return false
 	}
-	cfd, cerr := dupFD(s.client)
-	ufd, uerr := dupFD(s.upstream)
-	if cerr != nil || uerr != nil {
-		closeFD(cfd)
-		closeFD(ufd)
-		return false
-	}
-	l, err := pickLoop()
-	if err != nil {
-		s.log.Warn("event loop unavailable; relaying with goroutines", "err", err)
-		closeFD(cfd)
-		closeFD(ufd)
-		return false
-	}
-	if err := s.uw.Flush(); err != nil {
-		closeFD(cfd)
-		closeFD(ufd)
+	s.srv.metrics.relays.WithLabelValues(relayLoop).Inc()
+	if s.uw.Flush() != nil {
+		closeFD(lp.cfd)
+		closeFD(lp.ufd)
 		return true
 	}
 	s.cw.Flush()
-	lp := &looped{loop: l, s: s, cfd: cfd, ufd: ufd,
-		csrc: &fdSource{fd: cfd}, usrc: &fdSource{fd: ufd},
-		csink: &fdSink{fd: cfd}, usink: &fdSink{fd: ufd},
-		crelay: byteCount{counter: s.srv.metrics.bytesUpstream},
-		urelay: byteCount{counter: s.srv.metrics.bytesToClient},
-		done:   make(chan struct{})}
 	// The sockets are now the duplicates' alone: closing the originals
 	// takes them out of Go's poller.
 	s.client.Close()
@@ -252,7 +237,7 @@ func (s *session) relayInLoop() bool {
 	s.stateMu.Lock()
 	s.lp = lp
 	s.stateMu.Unlock()
-	l.post(lp.adopt)
+	lp.post(lp.adopt)
 	select {
 	case <-s.closed:
 		lp.post(lp.end)
@@ -263,6 +248,34 @@ func (s *session) relayInLoop() bool {
 		return true
 	}
 	return !s.takeBack(lp)
+}
+
+// newLooped returns the session's state for an event loop, with duplicates
+// of its sockets, or nil when the loop cannot relay it.
+func (s *session) newLooped() *looped {
+	if !s.srv.cfg.eventLoop() {
+		return nil
+	}
+	cfd, cerr := dupFD(s.client)
+	ufd, uerr := dupFD(s.upstream)
+	if cerr != nil || uerr != nil {
+		closeFD(cfd)
+		closeFD(ufd)
+		return nil
+	}
+	l, err := pickLoop()
+	if err != nil {
+		s.log.Warn("event loop unavailable; relaying with goroutines", "err", err)
+		closeFD(cfd)
+		closeFD(ufd)
+		return nil
+	}
+	return &looped{loop: l, s: s, cfd: cfd, ufd: ufd,
+		csrc: &fdSource{fd: cfd}, usrc: &fdSource{fd: ufd},
+		csink: &fdSink{fd: cfd}, usink: &fdSink{fd: ufd},
+		crelay: byteCount{counter: s.srv.metrics.bytesUpstream},
+		urelay: byteCount{counter: s.srv.metrics.bytesToClient},
+		done:   make(chan struct{})}
 }
 
 // adopt registers the session's sockets with the loop and serves what is
@@ -348,7 +361,11 @@ func (lp *looped) clientTurn() (progress bool) {
 		typ, n, _ := s.cr.header()
 		if !s.cr.holds(n) || (typ == 'Q' || typ == 'P') && n > loopMaxText {
 			s.cr.rewind(mark)
-			lp.handOver("a large client message", typ, n)
+			reason := leaveLargeMessage
+			if s.cr.holds(n) {
+				reason = leaveLongText
+			}
+			lp.handOver(reason, typ, n)
 			return true
 		}
 		start := time.Now()
@@ -368,7 +385,7 @@ func (lp *looped) clientTurn() (progress bool) {
 			if s.uw.Flush() != nil {
 				lp.end()
 			} else {
-				lp.handOver("a slow client message", typ, n)
+				lp.handOver(leaveSlowMessage, typ, n)
 			}
 			return true
 		}
@@ -401,7 +418,7 @@ func (lp *looped) upstreamTurn() (progress bool) {
 		typ, n, _ := s.ur.header()
 		if !s.ur.holds(n) {
 			s.ur.rewind(mark)
-			lp.handOver("a large upstream message", typ, n)
+			lp.handOver(leaveLargeMessage, typ, n)
 			return true
 		}
 		progress = true
@@ -468,8 +485,9 @@ func (lp *looped) end() {
 
 // handOver gives the session back to the goroutine relay (takeBack), with
 // everything buffered, for a message larger than the read buffer.
-func (lp *looped) handOver(why string, typ byte, n int) {
-	lp.s.log.Debug("leaving the event loop", "reason", why, "type", string(typ), "bytes", n+headerLen)
+func (lp *looped) handOver(reason string, typ byte, n int) {
+	lp.s.srv.metrics.loopLeaves.WithLabelValues(reason).Inc()
+	lp.s.log.Debug("leaving the event loop", "reason", reason, "type", string(typ), "bytes", n+headerLen)
 	lp.gone, lp.handBack = true, true
 	lp.crelay.flush()
 	lp.urelay.flush()

@@ -15,4 +15,7 @@ func (lp *looped) post(func()) {}
 func (lp *looped) end()        {}
 func (lp *looped) stop()       {}
 
-func (s *session) relayInLoop() bool { return false }
+func (s *session) relayInLoop() bool {
+	s.srv.metrics.relays.WithLabelValues(relayGoroutines).Inc()
+	return false
+}

@@ -16,6 +16,8 @@ type metrics struct {
 	fenceRefusals *prometheus.CounterVec // by sqlstate
 	bytesToClient prometheus.Counter
 	bytesUpstream prometheus.Counter
+	relays        *prometheus.CounterVec // sessions relayed, by relay
+	loopLeaves    *prometheus.CounterVec // sessions that left the event loop, by reason
 }
 
 // Reasons a connection is refused or lost, for fenceproxy_connection_failures_total.
@@ -24,6 +26,17 @@ const (
 	failUpstreamLost    = "upstream_lost"
 	failTooMany         = "max_client_conns"
 	failProtocol        = "protocol"
+)
+
+// Relays, for fenceproxy_relayed_sessions_total, and reasons a session
+// leaves the event loop, for fenceproxy_event_loop_leaves_total.
+const (
+	relayLoop       = "loop"
+	relayGoroutines = "goroutines"
+
+	leaveLargeMessage = "large_message"
+	leaveLongText     = "long_text"
+	leaveSlowMessage  = "slow_message"
 )
 
 // fenceCodes are the SQLSTATEs counted by name in
@@ -70,6 +83,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "fenceproxy_upstream_sent_bytes_total",
 			Help: "Bytes of client messages relayed upstream (headers included).",
 		}),
+		relays: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenceproxy_relayed_sessions_total",
+			Help: "Sessions past authentication, by the relay that took them: loop (an event loop) or goroutines (two goroutines per session).",
+		}, []string{"relay"}),
+		loopLeaves: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenceproxy_event_loop_leaves_total",
+			Help: "Sessions that left the event loop for the goroutine relay, by reason: large_message (over the 32 KiB buffer), long_text (a Query or Parse text over 4 KiB), slow_message (a message took over 20 ms).",
+		}, []string{"reason"}),
 	}
 }
 

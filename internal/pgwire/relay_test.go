@@ -266,6 +266,10 @@ func TestRelayLargeAndPipelined(t *testing.T) {
 					t.Errorf("round %d: still in the event loop after a row larger than its buffer", round)
 				}
 			}
+			want := map[string]float64{"loop": 1}[r.name]
+			if got := testutil.ToFloat64(s.srv.metrics.loopLeaves.WithLabelValues(leaveLargeMessage)); got != want {
+				t.Errorf("fenceproxy_event_loop_leaves_total{reason=large_message} = %v, want %v", got, want)
+			}
 		})
 	}
 }
@@ -334,5 +338,9 @@ func TestLoopHandsOverLongTexts(t *testing.T) {
 	}
 	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
 		t.Fatalf("after: client got %q", got)
+	}
+	m := s.srv.metrics
+	if loop, left := testutil.ToFloat64(m.relays.WithLabelValues(relayLoop)), testutil.ToFloat64(m.loopLeaves.WithLabelValues(leaveLongText)); loop != 1 || left != 1 {
+		t.Errorf("fenceproxy_relayed_sessions_total{relay=loop} = %v, fenceproxy_event_loop_leaves_total{reason=long_text} = %v; want 1, 1", loop, left)
 	}
 }
