@@ -279,7 +279,8 @@ func TestAnotherHolder(t *testing.T) {
 func TestDDL(t *testing.T) {
 	e := newEnv(t)
 	super := e.connect(t, pgcluster.Superuser)
-	if _, err := super.Exec(t.Context(), "CREATE SCHEMA s; CREATE TABLE s.kept (id int); ALTER SCHEMA s OWNER TO "+e.app+"; GRANT CREATE ON DATABASE "+e.name+" TO "+e.app+"; ALTER TABLE s.kept OWNER TO "+e.app+"; ALTER TABLE jobs OWNER TO "+e.app); err != nil {
+	if _, err := super.Exec(t.Context(), "CREATE SCHEMA s; CREATE TABLE s.kept (id int); ALTER SCHEMA s OWNER TO "+e.app+"; GRANT CREATE ON DATABASE "+e.name+" TO "+e.app+"; ALTER TABLE s.kept OWNER TO "+e.app+"; ALTER TABLE jobs OWNER TO "+e.app+
+		"; CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"); err != nil {
 		t.Fatal(err)
 	}
 	entries2 := append(entries[:len(entries):len(entries)], guard.Entry{Schema: "s", Name: "kept", Resource: "s", Where: "t.yaml:6"})
@@ -294,6 +295,11 @@ func TestDDL(t *testing.T) {
 		{"ALTER TABLE jobs DISABLE TRIGGER fence_guard", "jobs"},
 		{"DROP TRIGGER fence_guard ON jobs", "jobs"},
 		{"CREATE INDEX ON jobs (v)", "jobs"},
+		// A trigger can drop or change what a checked write lands; CREATE
+		// OR REPLACE TRIGGER fence_guard would replace the guard itself.
+		{"CREATE TRIGGER drop_rows BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION noop()", "jobs"},
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION noop()", "jobs"},
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('s')", "jobs"},
 		{"ALTER SCHEMA s RENAME TO s2", "s"},
 		{"DROP SCHEMA s CASCADE", "s"},
 		{"DROP TABLE jobs CASCADE", "jobs"},
@@ -310,6 +316,30 @@ func TestDDL(t *testing.T) {
 		if err := run(t, app, "BEGIN", check(2, d.resource), d.stmt, "ROLLBACK"); err != nil {
 			t.Errorf("%s after a check: %v", d.stmt, err)
 		}
+	}
+	// The guard replaced by a trigger that does nothing, then a write: in
+	// one transaction without a check, nothing of it may land.
+	err := run(t, app, "BEGIN",
+		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION noop()",
+		"INSERT INTO jobs VALUES (1, 1)", "COMMIT")
+	if code(t, errors.Unwrap(err)) != "55Z02" {
+		t.Errorf("replacing the guard without a check: %v, want 55Z02", err)
+	}
+	// GRANT, REVOKE and DROP INDEX change no row and need no check (see
+	// the README); a role the GRANT lets write is still refused.
+	stranger := e.app + "_stranger"
+	if err := run(t, super, "CREATE ROLE "+stranger+" LOGIN", "BEGIN", check(2, "jobs"), "CREATE INDEX jobs_v_idx ON jobs (v)", "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t, app, "GRANT INSERT, UPDATE ON jobs TO "+stranger, "REVOKE UPDATE ON jobs FROM "+stranger, "DROP INDEX jobs_v_idx"); err != nil {
+		t.Fatalf("GRANT, REVOKE, DROP INDEX without a check: %v", err)
+	}
+	if _, err := e.connect(t, stranger).Exec(t.Context(), "INSERT INTO jobs VALUES (5, 5)"); code(t, err) != "55Z02" {
+		t.Errorf("insert by the granted role without a check: %v, want 55Z02", err)
+	}
+	var n int
+	if err := super.QueryRow(t.Context(), "SELECT count(*) FROM jobs").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("jobs has %d rows (%v), want 0", n, err)
 	}
 	// A new partition gets the guard, without a check to create it.
 	if _, err := super.Exec(t.Context(), "CREATE TABLE events_2 PARTITION OF events FOR VALUES FROM (100) TO (200); GRANT ALL ON events_2 TO "+e.app); err != nil {

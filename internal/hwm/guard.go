@@ -279,6 +279,12 @@ END
 // registry follows the change (… INHERIT makes a table guarded, NO INHERIT
 // or DETACH ends it). A new partition or child (CREATE TABLE: empty, so no
 // check) and an attached one get their guard trigger.
+//
+// CREATE TRIGGER needs the check too (a trigger can change or drop the rows
+// a checked write lands, and CREATE OR REPLACE TRIGGER fence_guard would
+// replace the guard itself), except for the one trigger fence.sync creates:
+// fence_guard calling fence.guard with the registry's resources, exactly
+// what the guard wants there, which weakens nothing.
 const ddlGuardBody = `
 DECLARE
 	r       record;
@@ -287,7 +293,14 @@ DECLARE
 	v_alter boolean := false;
 BEGIN
 	FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands() LOOP
-		IF r.command_tag <> 'CREATE TRIGGER' THEN
+		IF r.command_tag = 'CREATE TRIGGER' THEN
+			IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t JOIN fence.protected AS p ON p.relid = t.tgrelid
+				WHERE t.oid = r.objid AND t.tgname = '` + GuardTrigger + `'
+				AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure AND t.tgtype = ` + guardTriggerType + `
+				AND t.tgenabled IN ('O', 'A') AND t.tgargs = ` + triggerArgs + `) THEN
+				v_rels := v_rels || fence.ddl_relations(r.classid, r.objid);
+			END IF;
+		ELSE
 			v_rels := v_rels || fence.ddl_relations(r.classid, r.objid);
 			v_sync := v_sync OR r.command_tag IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE');
 			v_alter := v_alter OR r.command_tag <> 'CREATE TABLE';
