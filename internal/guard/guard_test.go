@@ -354,6 +354,52 @@ func TestDDL(t *testing.T) {
 	}
 }
 
+// TestGuardIgnoresSearchPath: fence.guard has no pinned search_path (it
+// runs on every write and is kept cheap), so it qualifies every operator.
+// A writer whose search_path puts its own "=" (always true) and "-" (which
+// would make the loop over the resources empty) before pg_catalog's is
+// still refused without a check, and allowed after one.
+func TestGuardIgnoresSearchPath(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	super := e.connect(t, pgcluster.Superuser)
+	if _, err := super.Exec(t.Context(), "GRANT CREATE ON DATABASE "+e.name+" TO "+e.app); err != nil {
+		t.Fatal(err)
+	}
+	app := e.connect(t, e.app)
+	err := run(t, app, "CREATE SCHEMA evil",
+		"CREATE FUNCTION evil.yes(xid, xid) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+		"CREATE FUNCTION evil.yes(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+		"CREATE FUNCTION evil.yes(timestamptz, timestamptz) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+		"CREATE FUNCTION evil.minus(int, int) RETURNS int LANGUAGE sql AS 'SELECT -1'",
+		"CREATE OPERATOR evil.= (LEFTARG = xid, RIGHTARG = xid, FUNCTION = evil.yes)",
+		"CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.yes)",
+		"CREATE OPERATOR evil.= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = evil.yes)",
+		"CREATE OPERATOR evil.- (LEFTARG = int, RIGHTARG = int, FUNCTION = evil.minus)",
+		"SET search_path = evil, pg_catalog, public")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"INSERT INTO jobs VALUES (1, 1)", "INSERT INTO \"Mixed\" VALUES (1)"} {
+		if err := run(t, app, "BEGIN", s, "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
+			t.Errorf("%s with a hostile search_path, without a check: %v, want 55Z02", s, err)
+		}
+	}
+	// A check of another resource locks a row with our xid: still refused.
+	if err := run(t, app, "BEGIN", check(1, "kids"), "INSERT INTO jobs VALUES (2, 1)", "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
+		t.Errorf("insert after a check of another resource: %v, want 55Z02", err)
+	}
+	if err := run(t, app, "BEGIN", check(1, "jobs"), "INSERT INTO jobs VALUES (3, 1)", "COMMIT"); err != nil {
+		t.Fatalf("insert after the check, same search_path: %v", err)
+	}
+	var ids []int32
+	rows, _ := super.Query(t.Context(), "SELECT id FROM jobs ORDER BY id")
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil || len(ids) != 1 || ids[0] != 3 {
+		t.Fatalf("jobs holds ids %v (%v), want [3]", ids, err)
+	}
+}
+
 // TestProtectIdempotentAndRemove: a second run changes nothing; a dry run
 // changes nothing; Verify sees what differs; remove takes it all out.
 func TestProtectIdempotentAndRemove(t *testing.T) {
