@@ -300,6 +300,10 @@ func TestDDL(t *testing.T) {
 		{"CREATE TRIGGER drop_rows BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION noop()", "jobs"},
 		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION noop()", "jobs"},
 		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('s')", "jobs"},
+		// The guard's own function and resources, narrowed: never fires, or
+		// not for an UPDATE of v.
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION fence.guard('jobs')", "jobs"},
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OF id OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('jobs')", "jobs"},
 		{"ALTER SCHEMA s RENAME TO s2", "s"},
 		{"DROP SCHEMA s CASCADE", "s"},
 		{"DROP TABLE jobs CASCADE", "jobs"},
@@ -397,6 +401,34 @@ func TestGuardIgnoresSearchPath(t *testing.T) {
 	ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
 	if err != nil || len(ids) != 1 || ids[0] != 3 {
 		t.Fatalf("jobs holds ids %v (%v), want [3]", ids, err)
+	}
+}
+
+// TestNarrowedGuardRepaired: a guard trigger narrowed by a WHEN condition
+// or a column list (here by a superuser, after a check) is not the guard:
+// Verify reports it and protect puts the real one back.
+func TestNarrowedGuardRepaired(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	super := e.connect(t, pgcluster.Superuser)
+	q := pgxhwm.Querier{Conn: super}
+	for _, narrowed := range []string{
+		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION fence.guard('jobs')",
+		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OF id OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('jobs')",
+	} {
+		if err := run(t, super, "BEGIN", check(1, "jobs"), narrowed, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || v.OK() {
+			t.Errorf("Verify after %s: %+v, %v; want a problem", narrowed, v, err)
+		}
+		e.protect(t, guard.Options{})
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || !v.OK() {
+			t.Errorf("Verify after protect repaired %s: %+v, %v", narrowed, v, err)
+		}
+		if _, err := e.connect(t, e.app).Exec(t.Context(), "UPDATE jobs SET v = 1"); code(t, err) != "55Z02" {
+			t.Errorf("update without a check after the repair: %v, want 55Z02", err)
+		}
 	}
 }
 

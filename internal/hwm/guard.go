@@ -197,12 +197,20 @@ const triggerArgs = `(SELECT pg_catalog.decode(COALESCE(pg_catalog.string_agg(pg
 // DELETE OR TRUNCATE … FOR EACH STATEMENT.
 const guardTriggerType = "62"
 
+// guardExact holds when trigger t is the guard that registry row p wants:
+// fence_guard, calling fence.guard with p's resources, BEFORE every write
+// FOR EACH STATEMENT, enabled, and with nothing that narrows when it
+// fires: no WHEN condition (WHEN (false) would never fire) and no column
+// list (UPDATE OF a would not fire for an UPDATE of b).
+const guardExact = `t.tgname = '` + GuardTrigger + `'
+	AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure AND t.tgtype = ` + guardTriggerType + `
+	AND t.tgenabled IN ('O', 'A') AND t.tgqual IS NULL AND pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
+	AND t.tgargs = ` + triggerArgs
+
 // guardMissing selects the registry rows p whose relation lacks the guard
 // trigger as the registry wants it.
 const guardMissing = `NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t
-	WHERE t.tgrelid = p.relid AND t.tgname = '` + GuardTrigger + `'
-	AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure AND t.tgtype = ` + guardTriggerType + `
-	AND t.tgenabled IN ('O', 'A') AND t.tgargs = ` + triggerArgs + `)`
+	WHERE t.tgrelid = p.relid AND ` + guardExact + `)`
 
 // syncBody makes the guard triggers match the registry (after fence.refresh)
 // and returns the DDL, which it runs only when p_apply. It runs with the
@@ -308,9 +316,7 @@ BEGIN
 	FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands() LOOP
 		IF r.command_tag = 'CREATE TRIGGER' THEN
 			IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t JOIN fence.protected AS p ON p.relid = t.tgrelid
-				WHERE t.oid = r.objid AND t.tgname = '` + GuardTrigger + `'
-				AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure AND t.tgtype = ` + guardTriggerType + `
-				AND t.tgenabled IN ('O', 'A') AND t.tgargs = ` + triggerArgs + `) THEN
+				WHERE t.oid = r.objid AND ` + guardExact + `) THEN
 				v_rels := v_rels || fence.ddl_relations(r.classid, r.objid);
 			END IF;
 		ELSE
