@@ -44,9 +44,9 @@ bench-pgbench:
 	$(GO) test -run '^$$' -bench 'BenchmarkPgbench' -benchtime 3x -timeout 30m ./integration/
 
 ## bench-guard: the database guard's cost (fenceproxy protect): pgbench tpcb-like and a
-## 100,000-row COPY, guard on vs off, median of 5 alternating runs
+## 100,000-row COPY, guard on vs off: server CPU per transaction and TPS, 9 alternating rounds
 bench-guard:
-	$(GO) test -run '^$$' -bench 'BenchmarkGuardCost' -benchtime 5x -timeout 30m ./integration/
+	$(GO) test -run '^$$' -bench 'BenchmarkGuardCost' -benchtime 9x -timeout 30m ./integration/
 
 ## bench-memory: peak RSS of `fenceproxy serve` with 200 idle sessions and a 256 MiB COPY in and out
 bench-memory:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMigrateAndHWMCommands(t *testing.T) {
@@ -51,5 +52,63 @@ func TestServeVerifiesStoreWithAdminDSN(t *testing.T) {
 	_, _, logs := startServe(t, nil, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", pg.Addr())
 	if !strings.Contains(logs.String(), "fenceproxy migrate") {
 		t.Fatalf("serve with admin_dsn on a database without the store did not say to migrate:\n%s", logs.String())
+	}
+}
+
+// TestMigrateCannotCreateClientRole: a migrating role without CREATEROLE, on
+// a cluster where fence_client does not exist yet, fails with 42501 and the
+// hint saying what to run; the store stays at version 2 (version 3 is all
+// or nothing), and once a superuser has created the role the same command
+// finishes the upgrade. fence_client belongs to the whole cluster, and the
+// shared test cluster has it, so this test starts a cluster of its own.
+func TestMigrateCannotCreateClientRole(t *testing.T) {
+	pg, err := pgcluster.Start(t.Context(), pgcluster.Options{NoFsync: true, DirPrefix: "fenceproxy-pg-norole-"})
+	if err != nil {
+		t.Fatalf("start a cluster of its own: %v", err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	super := pg.DSN(pgcluster.Superuser, "postgres")
+	if err := harness.Exec(t.Context(), super, "CREATE ROLE store_owner LOGIN NOCREATEROLE", "CREATE DATABASE app OWNER store_owner"); err != nil {
+		t.Fatal(err)
+	}
+	bin := harness.Binary(t)
+	migrate := func() (string, error) {
+		out, err := exec.Command(bin, "migrate", "--dsn", pg.DSN("store_owner", "app")).CombinedOutput()
+		return string(out), err
+	}
+	out, err := migrate()
+	for _, want := range []string{
+		"fenceproxy migrate needs the role fence_client, and store_owner may not create roles (SQLSTATE 42501)",
+		"hint: Run CREATE ROLE fence_client NOLOGIN as a superuser or a role with CREATEROLE, then migrate again.",
+	} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("migrate without CREATEROLE: %v, want %q in\n%s", err, want, out)
+		}
+	}
+	conn := connect(t, pg.DSN(pgcluster.Superuser, "app"), pgx.QueryExecModeExec)
+	var version int
+	var role, registry bool
+	state := `SELECT (SELECT max(version) FROM fence.schema_version),
+		EXISTS (SELECT FROM pg_roles WHERE rolname = 'fence_client'), to_regclass('fence.protected') IS NOT NULL`
+	if err := conn.QueryRow(t.Context(), state).Scan(&version, &role, &registry); err != nil {
+		t.Fatal(err)
+	}
+	if version != 2 || role || registry {
+		t.Fatalf("after the failed migrate: version %d, fence_client exists %v, fence.protected exists %v; want 2, false, false", version, role, registry)
+	}
+
+	mustExec(t, conn, "CREATE ROLE fence_client NOLOGIN")
+	if out, err = migrate(); err != nil || !strings.Contains(out, "upgraded fence schema from version 2 to 3") {
+		t.Fatalf("migrate after CREATE ROLE: %v\n%s", err, out)
+	}
+	var clientMay, publicMay bool
+	grants := `SELECT has_function_privilege('fence_client', 'fence.check(text, text, text, text, boolean, boolean)', 'EXECUTE'),
+		EXISTS (SELECT FROM pg_proc AS p, aclexplode(p.proacl) AS a
+			WHERE p.oid = 'fence.check(text, text, text, text, boolean, boolean)'::regprocedure AND a.grantee = 0)`
+	if err := conn.QueryRow(t.Context(), state).Scan(&version, &role, &registry); err != nil || version != 3 || !role || !registry {
+		t.Fatalf("after the second migrate: version %d, fence_client %v, fence.protected %v (%v); want 3, true, true", version, role, registry, err)
+	}
+	if err := conn.QueryRow(t.Context(), grants).Scan(&clientMay, &publicMay); err != nil || !clientMay || publicMay {
+		t.Fatalf("fence_client may execute fence.check: %v, PUBLIC may: %v (%v); want true, false", clientMay, publicMay, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/fenceproxy/fenceproxy/internal/demo"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func main() {
@@ -19,6 +20,11 @@ func main() {
 	if err != nil {
 		if !errors.Is(err, errUsageShown) && !errors.As(err, new(quietError)) {
 			fmt.Fprintln(os.Stderr, "fenceproxy:", err)
+			// PostgreSQL's hint says what to do (e.g. migrate without the
+			// right to create fence_client); pgx's message leaves it out.
+			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Hint != "" {
+				fmt.Fprintln(os.Stderr, "hint:", pgErr.Hint)
+			}
 		}
 		os.Exit(exitCode(err))
 	}

@@ -279,7 +279,8 @@ func TestAnotherHolder(t *testing.T) {
 func TestDDL(t *testing.T) {
 	e := newEnv(t)
 	super := e.connect(t, pgcluster.Superuser)
-	if _, err := super.Exec(t.Context(), "CREATE SCHEMA s; CREATE TABLE s.kept (id int); ALTER SCHEMA s OWNER TO "+e.app+"; GRANT CREATE ON DATABASE "+e.name+" TO "+e.app+"; ALTER TABLE s.kept OWNER TO "+e.app+"; ALTER TABLE jobs OWNER TO "+e.app); err != nil {
+	if _, err := super.Exec(t.Context(), "CREATE SCHEMA s; CREATE TABLE s.kept (id int); ALTER SCHEMA s OWNER TO "+e.app+"; GRANT CREATE ON DATABASE "+e.name+" TO "+e.app+"; ALTER TABLE s.kept OWNER TO "+e.app+"; ALTER TABLE jobs OWNER TO "+e.app+
+		"; CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"); err != nil {
 		t.Fatal(err)
 	}
 	entries2 := append(entries[:len(entries):len(entries)], guard.Entry{Schema: "s", Name: "kept", Resource: "s", Where: "t.yaml:6"})
@@ -294,6 +295,15 @@ func TestDDL(t *testing.T) {
 		{"ALTER TABLE jobs DISABLE TRIGGER fence_guard", "jobs"},
 		{"DROP TRIGGER fence_guard ON jobs", "jobs"},
 		{"CREATE INDEX ON jobs (v)", "jobs"},
+		// A trigger can drop or change what a checked write lands; CREATE
+		// OR REPLACE TRIGGER fence_guard would replace the guard itself.
+		{"CREATE TRIGGER drop_rows BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION noop()", "jobs"},
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION noop()", "jobs"},
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('s')", "jobs"},
+		// The guard's own function and resources, narrowed: never fires, or
+		// not for an UPDATE of v.
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION fence.guard('jobs')", "jobs"},
+		{"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OF id OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('jobs')", "jobs"},
 		{"ALTER SCHEMA s RENAME TO s2", "s"},
 		{"DROP SCHEMA s CASCADE", "s"},
 		{"DROP TABLE jobs CASCADE", "jobs"},
@@ -311,6 +321,30 @@ func TestDDL(t *testing.T) {
 			t.Errorf("%s after a check: %v", d.stmt, err)
 		}
 	}
+	// The guard replaced by a trigger that does nothing, then a write: in
+	// one transaction without a check, nothing of it may land.
+	err := run(t, app, "BEGIN",
+		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION noop()",
+		"INSERT INTO jobs VALUES (1, 1)", "COMMIT")
+	if code(t, errors.Unwrap(err)) != "55Z02" {
+		t.Errorf("replacing the guard without a check: %v, want 55Z02", err)
+	}
+	// GRANT, REVOKE and DROP INDEX change no row and need no check (see
+	// the README); a role the GRANT lets write is still refused.
+	stranger := e.app + "_stranger"
+	if err := run(t, super, "CREATE ROLE "+stranger+" LOGIN", "BEGIN", check(2, "jobs"), "CREATE INDEX jobs_v_idx ON jobs (v)", "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t, app, "GRANT INSERT, UPDATE ON jobs TO "+stranger, "REVOKE UPDATE ON jobs FROM "+stranger, "DROP INDEX jobs_v_idx"); err != nil {
+		t.Fatalf("GRANT, REVOKE, DROP INDEX without a check: %v", err)
+	}
+	if _, err := e.connect(t, stranger).Exec(t.Context(), "INSERT INTO jobs VALUES (5, 5)"); code(t, err) != "55Z02" {
+		t.Errorf("insert by the granted role without a check: %v, want 55Z02", err)
+	}
+	var n int
+	if err := super.QueryRow(t.Context(), "SELECT count(*) FROM jobs").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("jobs has %d rows (%v), want 0", n, err)
+	}
 	// A new partition gets the guard, without a check to create it.
 	if _, err := super.Exec(t.Context(), "CREATE TABLE events_2 PARTITION OF events FOR VALUES FROM (100) TO (200); GRANT ALL ON events_2 TO "+e.app); err != nil {
 		t.Fatal(err)
@@ -321,6 +355,80 @@ func TestDDL(t *testing.T) {
 	v, err := guard.Verify(t.Context(), pgxhwm.Querier{Conn: super}, entries2)
 	if err != nil || !v.OK() || len(v.Notes) != 0 {
 		t.Fatalf("Verify after DDL: %+v, %v", v, err)
+	}
+}
+
+// TestGuardIgnoresSearchPath: fence.guard has no pinned search_path (it
+// runs on every write and is kept cheap), so it qualifies every operator.
+// A writer whose search_path puts its own "=" (always true) and "-" (which
+// would make the loop over the resources empty) before pg_catalog's is
+// still refused without a check, and allowed after one.
+func TestGuardIgnoresSearchPath(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	super := e.connect(t, pgcluster.Superuser)
+	if _, err := super.Exec(t.Context(), "GRANT CREATE ON DATABASE "+e.name+" TO "+e.app); err != nil {
+		t.Fatal(err)
+	}
+	app := e.connect(t, e.app)
+	err := run(t, app, "CREATE SCHEMA evil",
+		"CREATE FUNCTION evil.yes(xid, xid) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+		"CREATE FUNCTION evil.yes(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+		"CREATE FUNCTION evil.yes(timestamptz, timestamptz) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+		"CREATE FUNCTION evil.minus(int, int) RETURNS int LANGUAGE sql AS 'SELECT -1'",
+		"CREATE OPERATOR evil.= (LEFTARG = xid, RIGHTARG = xid, FUNCTION = evil.yes)",
+		"CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.yes)",
+		"CREATE OPERATOR evil.= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = evil.yes)",
+		"CREATE OPERATOR evil.- (LEFTARG = int, RIGHTARG = int, FUNCTION = evil.minus)",
+		"SET search_path = evil, pg_catalog, public")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"INSERT INTO jobs VALUES (1, 1)", "INSERT INTO \"Mixed\" VALUES (1)"} {
+		if err := run(t, app, "BEGIN", s, "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
+			t.Errorf("%s with a hostile search_path, without a check: %v, want 55Z02", s, err)
+		}
+	}
+	// A check of another resource locks a row with our xid: still refused.
+	if err := run(t, app, "BEGIN", check(1, "kids"), "INSERT INTO jobs VALUES (2, 1)", "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
+		t.Errorf("insert after a check of another resource: %v, want 55Z02", err)
+	}
+	if err := run(t, app, "BEGIN", check(1, "jobs"), "INSERT INTO jobs VALUES (3, 1)", "COMMIT"); err != nil {
+		t.Fatalf("insert after the check, same search_path: %v", err)
+	}
+	var ids []int32
+	rows, _ := super.Query(t.Context(), "SELECT id FROM jobs ORDER BY id")
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil || len(ids) != 1 || ids[0] != 3 {
+		t.Fatalf("jobs holds ids %v (%v), want [3]", ids, err)
+	}
+}
+
+// TestNarrowedGuardRepaired: a guard trigger narrowed by a WHEN condition
+// or a column list (here by a superuser, after a check) is not the guard:
+// Verify reports it and protect puts the real one back.
+func TestNarrowedGuardRepaired(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	super := e.connect(t, pgcluster.Superuser)
+	q := pgxhwm.Querier{Conn: super}
+	for _, narrowed := range []string{
+		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION fence.guard('jobs')",
+		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OF id OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('jobs')",
+	} {
+		if err := run(t, super, "BEGIN", check(1, "jobs"), narrowed, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || v.OK() {
+			t.Errorf("Verify after %s: %+v, %v; want a problem", narrowed, v, err)
+		}
+		e.protect(t, guard.Options{})
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || !v.OK() {
+			t.Errorf("Verify after protect repaired %s: %+v, %v", narrowed, v, err)
+		}
+		if _, err := e.connect(t, e.app).Exec(t.Context(), "UPDATE jobs SET v = 1"); code(t, err) != "55Z02" {
+			t.Errorf("update without a check after the repair: %v, want 55Z02", err)
+		}
 	}
 }
 

@@ -121,18 +121,31 @@ END
 
 // guardBody is the trigger function: every resource in TG_ARGV must have
 // passed its check. The common case (the check ran at the top level of
-// this transaction: the mark's row is locked or written by our xid) is
-// decided here with one plain SELECT; anything else asks fence.passed.
+// this transaction: the mark's row is locked or written by our xid, the
+// same test fence.passed starts with) is decided by one indexed query;
+// anything else asks fence.passed, which returns true only after a check.
+//
+// It runs on every write statement to a protected table, so it is kept
+// cheap (see "The legacy guard" in the README for the measurements): no SET
+// clause (a function with one saves and restores search_path on every call,
+// about a third of the trigger's cost), xids compared as xids rather than
+// through text. Without the pinned search_path the caller's search_path is
+// in effect, and the caller is the writer the guard judges: so every name
+// is qualified — tables, functions and types with their schema, and every
+// operator as OPERATOR(pg_catalog.…), because a writer could otherwise
+// put an "=" of its own before pg_catalog's and pass the fast path. A
+// missing xid (nothing locked or written yet) makes v_xid NULL, the fast
+// path's comparisons NULL and the query find nothing: fence.passed decides.
 const guardBody = `
 DECLARE
-	v_low  bigint := pg_catalog.pg_current_xact_id_if_assigned()::text::int8 & 4294967295;
-	v_xmin xid;
-	v_xmax xid;
-	v_at   timestamptz;
+	v_xid pg_catalog.xid := pg_catalog.xid(pg_catalog.pg_current_xact_id_if_assigned());
 BEGIN
-	FOR i IN 0 .. TG_NARGS - 1 LOOP
-		SELECT h.xmin, h.xmax, h.updated_at INTO v_xmin, v_xmax, v_at FROM fence.hwm AS h WHERE h.resource = TG_ARGV[i];
-		CONTINUE WHEN v_xmax::text::int8 = v_low OR v_at = pg_catalog.now() AND v_xmin::text::int8 = v_low;
+	FOR i IN 0 .. TG_NARGS OPERATOR(pg_catalog.-) 1 LOOP
+		PERFORM FROM fence.hwm AS h
+		WHERE h.resource OPERATOR(pg_catalog.=) TG_ARGV[i]
+			AND (h.xmax OPERATOR(pg_catalog.=) v_xid
+				OR h.xmin OPERATOR(pg_catalog.=) v_xid AND h.updated_at OPERATOR(pg_catalog.=) pg_catalog.now());
+		CONTINUE WHEN FOUND;
 		IF NOT fence.passed(TG_ARGV[i]) THEN
 			RAISE EXCEPTION USING ERRCODE = '` + CodeTokenRequired + `',
 				MESSAGE = pg_catalog.format('fencing token required: %s on %I.%I refused: the table is protected by resource "%s" and this transaction has not passed a fence check for it',
@@ -184,12 +197,20 @@ const triggerArgs = `(SELECT pg_catalog.decode(COALESCE(pg_catalog.string_agg(pg
 // DELETE OR TRUNCATE … FOR EACH STATEMENT.
 const guardTriggerType = "62"
 
+// guardExact holds when trigger t is the guard that registry row p wants:
+// fence_guard, calling fence.guard with p's resources, BEFORE every write
+// FOR EACH STATEMENT, enabled, and with nothing that narrows when it
+// fires: no WHEN condition (WHEN (false) would never fire) and no column
+// list (UPDATE OF a would not fire for an UPDATE of b).
+const guardExact = `t.tgname = '` + GuardTrigger + `'
+	AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure AND t.tgtype = ` + guardTriggerType + `
+	AND t.tgenabled IN ('O', 'A') AND t.tgqual IS NULL AND pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
+	AND t.tgargs = ` + triggerArgs
+
 // guardMissing selects the registry rows p whose relation lacks the guard
 // trigger as the registry wants it.
 const guardMissing = `NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t
-	WHERE t.tgrelid = p.relid AND t.tgname = '` + GuardTrigger + `'
-	AND t.tgfoid = 'fence.guard()'::pg_catalog.regprocedure AND t.tgtype = ` + guardTriggerType + `
-	AND t.tgenabled IN ('O', 'A') AND t.tgargs = ` + triggerArgs + `)`
+	WHERE t.tgrelid = p.relid AND ` + guardExact + `)`
 
 // syncBody makes the guard triggers match the registry (after fence.refresh)
 // and returns the DDL, which it runs only when p_apply. It runs with the
@@ -279,6 +300,12 @@ END
 // registry follows the change (… INHERIT makes a table guarded, NO INHERIT
 // or DETACH ends it). A new partition or child (CREATE TABLE: empty, so no
 // check) and an attached one get their guard trigger.
+//
+// CREATE TRIGGER needs the check too (a trigger can change or drop the rows
+// a checked write lands, and CREATE OR REPLACE TRIGGER fence_guard would
+// replace the guard itself), except for the one trigger fence.sync creates:
+// fence_guard calling fence.guard with the registry's resources, exactly
+// what the guard wants there, which weakens nothing.
 const ddlGuardBody = `
 DECLARE
 	r       record;
@@ -287,7 +314,12 @@ DECLARE
 	v_alter boolean := false;
 BEGIN
 	FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands() LOOP
-		IF r.command_tag <> 'CREATE TRIGGER' THEN
+		IF r.command_tag = 'CREATE TRIGGER' THEN
+			IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t JOIN fence.protected AS p ON p.relid = t.tgrelid
+				WHERE t.oid = r.objid AND ` + guardExact + `) THEN
+				v_rels := v_rels || fence.ddl_relations(r.classid, r.objid);
+			END IF;
+		ELSE
 			v_rels := v_rels || fence.ddl_relations(r.classid, r.objid);
 			v_sync := v_sync OR r.command_tag IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE');
 			v_alter := v_alter OR r.command_tag <> 'CREATE TABLE';

@@ -68,7 +68,7 @@ var migrations = []migration{
 		createClientRole,
 		protectedTable,
 		definer("fence.passed(p_resource text) RETURNS boolean", passedBody),
-		invoker("fence.guard() RETURNS trigger", guardBody),
+		unpinned("fence.guard() RETURNS trigger", guardBody),
 		definer("fence.refresh() RETURNS void", refreshBody),
 		invoker("fence.sync(p_apply boolean) RETURNS SETOF text", syncBody),
 		`CREATE FUNCTION fence.ddl_relations(p_classid oid, p_objid oid) RETURNS oid[]
@@ -259,6 +259,13 @@ $revoke$`
 // search_path, in plpgsql.
 func definer(sig, body string) string {
 	return "CREATE FUNCTION " + sig + "\n\tLANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp\n\tAS $body$" + body + "$body$"
+}
+
+// unpinned is CREATE FUNCTION sig with the caller's rights and no SET
+// clause, in plpgsql: only for a body that qualifies every name and
+// operator (fence.guard, which runs on every write and is kept cheap).
+func unpinned(sig, body string) string {
+	return "CREATE FUNCTION " + sig + "\n\tLANGUAGE plpgsql\n\tAS $body$" + body + "$body$"
 }
 
 // invoker is CREATE FUNCTION sig with the caller's rights and the pinned
