@@ -20,6 +20,11 @@ type Entry struct {
 	Unguarded bool
 }
 
+// guardVersion is the fence store version whose guard routines this binary
+// installs and verifies (4: CREATE TRIGGER on a protected table needs a
+// check; version 3's first routines let a table's owner replace the guard).
+const guardVersion = 4
+
 func (e Entry) String() string {
 	if e.Schema == "" {
 		return quoteIdent(e.Name)
@@ -87,8 +92,8 @@ func prepare(ctx context.Context, q hwm.Querier) error {
 	if err != nil {
 		return err
 	}
-	if v < 3 {
-		return fmt.Errorf("protect: the fence store is at version %d; the guard needs version 3: run fenceproxy migrate first", v)
+	if v < guardVersion {
+		return fmt.Errorf("protect: the fence store is at version %d; the guard needs version %d: run fenceproxy migrate first", v, guardVersion)
 	}
 	return nil
 }

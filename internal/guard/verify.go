@@ -31,9 +31,9 @@ func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, 
 	if err != nil {
 		return v, err
 	}
-	if ver < 3 {
+	if ver < guardVersion {
 		if slices.ContainsFunc(entries, func(e Entry) bool { return !e.Unguarded }) {
-			problem("the fence store is at version %d; the database guard needs version 3: run fenceproxy migrate, then fenceproxy protect", ver)
+			problem("the fence store is at version %d; the database guard needs version %d: run fenceproxy migrate, then fenceproxy protect", ver, guardVersion)
 		}
 		return v, nil
 	}

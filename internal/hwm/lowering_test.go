@@ -1,6 +1,7 @@
 package hwm_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
@@ -82,7 +83,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		t.Fatalf("version 1 store: %v, %v", st, err)
 	}
 	res, err := hwm.Migrate(ctx, session{c})
-	if err != nil || res.String() != "upgraded fence schema from version 1 to 3" {
+	if err != nil || res.String() != "upgraded fence schema from version 1 to 4" {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
 	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
@@ -119,5 +120,33 @@ func TestOwnerRoleMigratesAndRepairs(t *testing.T) {
 	}
 	if prev, err := hwm.Set(t.Context(), session{owner}, "r", 7); err != nil || prev != 100 {
 		t.Fatalf("Set as owner = %d, %v", prev, err)
+	}
+}
+
+// TestUpgradeFromVersion3: a store made by version 3's first routines (here
+// a fence.guard that passes every write, as a stand-in for the old body)
+// is reported, and migrate replaces them with version 4's.
+func TestUpgradeFromVersion3(t *testing.T) {
+	db := newStore(t)
+	c := db.super(t)
+	ctx := t.Context()
+	if _, err := c.Exec(ctx, `DELETE FROM fence.schema_version WHERE version = 4;
+		CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$BEGIN RETURN NULL; END$$`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := hwm.Status(ctx, session{c})
+	if err != nil || st.OK() || st.Version != 3 || !strings.Contains(st.String(), "version 3 is older than 4") {
+		t.Fatalf("version 3 store: %v, %v", st, err)
+	}
+	res, err := hwm.Migrate(ctx, session{c})
+	if err != nil || res.String() != "upgraded fence schema from version 3 to 4" {
+		t.Fatalf("Migrate = %v, %v", res, err)
+	}
+	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+		t.Fatalf("after upgrade: %v, %v", st, err)
+	}
+	var config []string
+	if err := c.QueryRow(ctx, "SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE oid = 'fence.guard()'::regprocedure").Scan(&config); err != nil || len(config) != 0 {
+		t.Errorf("fence.guard's settings after upgrade: %v, %v; want none", config, err)
 	}
 }

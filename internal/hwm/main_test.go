@@ -122,4 +122,4 @@ func callLiteral(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
 // (fence_client stays: roles belong to the cluster).
 const dropVersion3 = `; DROP TABLE fence.protected; DROP FUNCTION fence.passed(text), fence.guard(), fence.refresh(),
 	fence.sync(boolean), fence.ddl_relations(oid, oid), fence.ddl_require(oid[], text), fence.ddl_guard(), fence.drop_guard();
-	DELETE FROM fence.schema_version WHERE version = 3`
+	DELETE FROM fence.schema_version WHERE version IN (3, 4)`

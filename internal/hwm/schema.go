@@ -90,6 +90,22 @@ var migrations = []migration{
 		`REVOKE ALL ON PROCEDURE ` + checkSignature + ` FROM PUBLIC`,
 		`GRANT EXECUTE ON PROCEDURE ` + checkSignature + ` TO ` + ClientRole,
 	}},
+	// Version 3's routines as this binary has them: the guard without a
+	// SET clause (cheaper, every name qualified), CREATE TRIGGER on a
+	// protected table needing a check, and a guard narrowed by WHEN or a
+	// column list no longer taken for the guard. Migration 3 installs the
+	// same bodies on a fresh store; this one brings stores made by the
+	// first version 3 up to them (privileges and owners are kept).
+	{Version: 4, Name: "database guard: cheaper fence.guard; CREATE TRIGGER and narrowed guards need a check", Statements: []string{
+		orReplace(unpinned("fence.guard() RETURNS trigger", guardBody)),
+		orReplace(invoker("fence.sync(p_apply boolean) RETURNS SETOF text", syncBody)),
+		orReplace(invoker("fence.ddl_guard() RETURNS event_trigger", ddlGuardBody)),
+	}},
+}
+
+// orReplace turns a CREATE FUNCTION statement into CREATE OR REPLACE.
+func orReplace(create string) string {
+	return strings.Replace(create, "CREATE FUNCTION ", "CREATE OR REPLACE FUNCTION ", 1)
 }
 
 // allowLoweringSetting is the setting fence.refuse_lowering lets a mark go

@@ -172,7 +172,7 @@ func guardProblems(ctx context.Context, q Querier, add func(string, ...any)) err
 	case missing != "":
 		add("guard routines missing: %s", missing)
 	case !passedOK || !guardOK:
-		add("fence.passed or fence.guard differs from version 3's (fence.passed must be SECURITY DEFINER): the database guard cannot be trusted")
+		add("fence.passed or fence.guard differs from version %d's (fence.passed must be SECURITY DEFINER): the database guard cannot be trusted", LatestVersion)
 	}
 	if !role {
 		add("role %s is missing: run CREATE ROLE %s NOLOGIN", ClientRole, ClientRole)
