@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,8 +160,10 @@ func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, ups
 		ur := newReader(upstreamEnd)
 		for {
 			typ, n, err := ur.header()
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				upDone <- nil // ended, or cut short by the proxy's close
+			if err == io.EOF || err == io.ErrUnexpectedEOF || errors.Is(err, syscall.ECONNRESET) {
+				// Ended, or cut short by the proxy's close (a reset when
+				// it closed a TCP socket with replies unread).
+				upDone <- nil
 				return
 			}
 			if err != nil {
