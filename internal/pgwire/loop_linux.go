@@ -543,9 +543,11 @@ func (s *session) takeBack(lp *looped) bool {
 	if s.adminStop.Load() {
 		upstream.Close()
 	}
-	if lp.csink.flushPending() != nil || lp.usink.flushPending() != nil {
-		return false
-	}
+	// What the sockets could not take yet is written by the pumps, each
+	// its own direction's, as they run at once: written here, before
+	// either runs, it could wait for an upstream that is itself waiting
+	// for the proxy to read.
+	s.cPending, s.uPending = lp.csink, lp.usink
 	return true
 }
 

@@ -1,0 +1,90 @@
+//go:build linux
+
+package pgwire
+
+import (
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// rawRelays are the relays of relays, with the client's end of the
+// connection for writing raw bytes.
+var rawRelays = []struct {
+	name  string
+	start func(testing.TB) (*pgproto3.Frontend, net.Conn, *session)
+}{
+	{"pipe", func(tb testing.TB) (*pgproto3.Frontend, net.Conn, *session) {
+		clientEnd, proxyClient := net.Pipe()
+		proxyUp, upstreamEnd := net.Pipe()
+		fe, s := startRelay(tb, Config{Upstream: "fake"}, clientEnd, proxyClient, proxyUp, upstreamEnd)
+		return fe, clientEnd, s
+	}},
+	{"loop", func(tb testing.TB) (*pgproto3.Frontend, net.Conn, *session) {
+		return tcpRelayConn(tb, Config{Upstream: "fake"})
+	}},
+	{"goroutines", func(tb testing.TB) (*pgproto3.Frontend, net.Conn, *session) {
+		return tcpRelayConn(tb, Config{Upstream: "fake", GoroutineRelay: true})
+	}},
+}
+
+func tcpRelayConn(tb testing.TB, cfg Config) (*pgproto3.Frontend, net.Conn, *session) {
+	tb.Helper()
+	clientEnd, proxyClient := tcpPair(tb)
+	proxyUp, upstreamEnd := tcpPair(tb)
+	// Small socket buffers (fixed: no autotuning), so that a few MiB fill
+	// them.
+	for _, c := range []net.Conn{clientEnd, proxyClient, proxyUp, upstreamEnd} {
+		c.(*net.TCPConn).SetReadBuffer(128 << 10)
+		c.(*net.TCPConn).SetWriteBuffer(128 << 10)
+	}
+	// The proxy's writes upstream block with little room left over.
+	proxyUp.(*net.TCPConn).SetWriteBuffer(4 << 10)
+	fe, s := startRelay(tb, cfg, clientEnd, proxyClient, proxyUp, upstreamEnd)
+	return fe, clientEnd, s
+}
+
+// copyData returns count CopyData messages of size bytes each, one buffer.
+func copyData(count, size int) []byte {
+	msg, _ := (&pgproto3.CopyData{Data: bytes.Repeat([]byte("c"), size)}).Encode(nil)
+	return bytes.Repeat(msg, count)
+}
+
+// TestRelayHandOverUpstreamBacklogged: the upstream sends a row larger
+// than the loop's buffer (the loop hands the session over) while it is not
+// reading, because it is writing more than the sockets hold, and the proxy
+// has client input it could not yet write upstream. The goroutine relay
+// must read the upstream while it writes what the loop kept: nothing
+// hangs, nothing is lost.
+func TestRelayHandOverUpstreamBacklogged(t *testing.T) {
+	filler := copyData(140, 30<<10) // 4 MiB: more than the sockets hold
+	for _, r := range rawRelays {
+		t.Run(r.name, func(t *testing.T) {
+			fe, conn, s := r.start(t)
+			q, _ := (&pgproto3.Query{String: bigThenManyQuery}).Encode(nil)
+			werr := make(chan error, 1)
+			go func() {
+				_, err := conn.Write(append(q, filler...))
+				werr <- err
+			}()
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			t.Cleanup(func() {
+				if t.Failed() {
+					s.close() // unblock the session, so that the test ends
+				}
+			})
+			if got, want := rowBytes(t, fe, ""), len(bigValue)+manyRows*len(rowValue); got != want {
+				t.Fatalf("rows: %d bytes, want %d", got, want)
+			}
+			if err := <-werr; err != nil {
+				t.Fatal(err)
+			}
+			if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
+				t.Fatalf("after: client got %q", got)
+			}
+		})
+	}
+}
