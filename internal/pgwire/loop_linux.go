@@ -350,6 +350,16 @@ func (lp *looped) clientTurn() (progress bool) {
 			break
 		}
 		ok, err := s.cr.ready()
+		if !ok {
+			// A header the goroutine relay would refuse is refused now,
+			// not once the body it announces has come (or never).
+			if typ, n, whole := s.cr.peekHeader(); whole {
+				if err := s.checkClientMessage(typ, n); err != nil {
+					lp.clientGone(err)
+					return true
+				}
+			}
+		}
 		if err == errAgain || err == nil && !ok {
 			break
 		}

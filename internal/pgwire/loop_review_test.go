@@ -88,3 +88,28 @@ func TestRelayHandOverUpstreamBacklogged(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayRefusesBadHeaderAtOnce: a message header the proxy refuses
+// (an unknown type) is answered 08P01 at once, without waiting for the
+// body its length announces, whichever relays it.
+func TestRelayRefusesBadHeaderAtOnce(t *testing.T) {
+	for _, r := range rawRelays {
+		t.Run(r.name, func(t *testing.T) {
+			fe, conn, _ := r.start(t)
+			if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
+				t.Fatalf("client got %q", got)
+			}
+			if _, err := conn.Write([]byte{'Z', 0, 0, 3, 0xe8}); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			m, err := fe.Receive()
+			if err != nil {
+				t.Fatalf("no answer to a refused header: %v", err)
+			}
+			if e, ok := m.(*pgproto3.ErrorResponse); !ok || e.Code != codeProtocolViolation {
+				t.Fatalf("got %#v, want an ErrorResponse 08P01", m)
+			}
+		})
+	}
+}
