@@ -46,10 +46,9 @@ const maxLoopMessages = 64
 // delays its own session alone. loopSlowStep is wall-clock time: on a busy
 // machine the loop's thread may be descheduled mid-message, and a session
 // must not leave the loop for that.
-const (
-	loopMaxText  = 4 << 10
-	loopSlowStep = 20 * time.Millisecond
-)
+const loopMaxText = 4 << 10
+
+var loopSlowStep = 20 * time.Millisecond // a variable for tests
 
 // eventLoop is one epoll instance and the goroutine that serves it.
 type eventLoop struct {
@@ -320,7 +319,9 @@ func (lp *looped) serve() {
 			lp.clientWait = false
 			progress = true
 		}
-		if !progress {
+		if !progress || lp.queued {
+			// Queued: a direction relayed its maxLoopMessages; the
+			// session is served again after the loop's other sessions.
 			return
 		}
 	}

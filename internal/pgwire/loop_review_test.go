@@ -5,6 +5,7 @@ package pgwire
 import (
 	"bytes"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,18 +32,23 @@ var rawRelays = []struct {
 	}},
 }
 
+// smallBuffers makes tcpRelayConn's sockets small.
+var smallBuffers bool
+
 func tcpRelayConn(tb testing.TB, cfg Config) (*pgproto3.Frontend, net.Conn, *session) {
 	tb.Helper()
 	clientEnd, proxyClient := tcpPair(tb)
 	proxyUp, upstreamEnd := tcpPair(tb)
-	// Small socket buffers (fixed: no autotuning), so that a few MiB fill
-	// them.
-	for _, c := range []net.Conn{clientEnd, proxyClient, proxyUp, upstreamEnd} {
-		c.(*net.TCPConn).SetReadBuffer(128 << 10)
-		c.(*net.TCPConn).SetWriteBuffer(128 << 10)
+	if smallBuffers {
+		// Small socket buffers (fixed: no autotuning), so that a few MiB
+		// fill them, and the proxy's writes upstream block with little
+		// room left over.
+		for _, c := range []net.Conn{clientEnd, proxyClient, proxyUp, upstreamEnd} {
+			c.(*net.TCPConn).SetReadBuffer(128 << 10)
+			c.(*net.TCPConn).SetWriteBuffer(128 << 10)
+		}
+		proxyUp.(*net.TCPConn).SetWriteBuffer(4 << 10)
 	}
-	// The proxy's writes upstream block with little room left over.
-	proxyUp.(*net.TCPConn).SetWriteBuffer(4 << 10)
 	fe, s := startRelay(tb, cfg, clientEnd, proxyClient, proxyUp, upstreamEnd)
 	return fe, clientEnd, s
 }
@@ -61,6 +67,8 @@ func copyData(count, size int) []byte {
 // hangs, nothing is lost.
 func TestRelayHandOverUpstreamBacklogged(t *testing.T) {
 	filler := copyData(140, 30<<10) // 4 MiB: more than the sockets hold
+	smallBuffers = true
+	defer func() { smallBuffers = false }()
 	for _, r := range rawRelays {
 		t.Run(r.name, func(t *testing.T) {
 			fe, conn, s := r.start(t)
@@ -111,5 +119,73 @@ func TestRelayRefusesBadHeaderAtOnce(t *testing.T) {
 				t.Fatalf("got %#v, want an ErrorResponse 08P01", m)
 			}
 		})
+	}
+}
+
+// TestLoopFairToOtherSessions: a client streaming messages as fast as it
+// can, to an upstream that takes them as fast, does not hold its event
+// loop: another session of the same loop gets its answers meanwhile.
+func TestLoopFairToOtherSessions(t *testing.T) {
+	// No message is slow enough to take its session out of the loop.
+	slow := loopSlowStep
+	loopSlowStep = time.Hour
+	t.Cleanup(func() { loopSlowStep = slow })
+	var (
+		flooder, other *session
+		feF, feO       *pgproto3.Frontend
+		connF          net.Conn
+	)
+	loopOf := func(s *session) *eventLoop {
+		for range 200 {
+			s.stateMu.Lock()
+			lp := s.lp
+			s.stateMu.Unlock()
+			if lp != nil {
+				return lp.loop
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatal("session not in an event loop")
+		return nil
+	}
+	feF, connF, flooder = tcpRelayConn(t, Config{Upstream: "fake"})
+	for range 16 {
+		feO, _, other = tcpRelayConn(t, Config{Upstream: "fake"})
+		if loopOf(other) == loopOf(flooder) {
+			break
+		}
+	}
+	if loopOf(other) != loopOf(flooder) {
+		t.Skip("no two sessions on one loop")
+	}
+	if got := string(roundTrip(t, feF, &pgproto3.Query{String: discardQuery})); got != "TZ" {
+		t.Fatalf("discard: client got %q", got)
+	}
+	chunk := copyData(10_000, 20)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	flood := 3 * time.Second
+	go func() {
+		defer wg.Done()
+		connF.SetWriteDeadline(time.Now().Add(flood))
+		for {
+			if _, err := connF.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	defer wg.Wait()
+	time.Sleep(200 * time.Millisecond)
+	var worst time.Duration
+	for end := time.Now().Add(flood - time.Second); time.Now().Before(end); {
+		start := time.Now()
+		if got := string(roundTrip(t, feO, selectQuery...)); got != "TDCZ" {
+			t.Fatalf("client got %q", got)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	t.Logf("worst round trip %v", worst)
+	if worst > 500*time.Millisecond {
+		t.Errorf("a round trip beside a flooding session of the same loop took %v", worst)
 	}
 }
