@@ -229,6 +229,9 @@ func (s *session) relayInLoop() bool {
 	// takes them out of Go's poller.
 	s.client.Close()
 	s.upstream.Close()
+	if loopHandingOver != nil {
+		loopHandingOver(s)
+	}
 	s.cr.src, s.ur.src = lp.csrc, lp.usrc
 	s.cw.Reset(lp.csink)
 	s.uw.Reset(lp.usink)
@@ -237,10 +240,15 @@ func (s *session) relayInLoop() bool {
 	s.lp = lp
 	s.stateMu.Unlock()
 	lp.post(lp.adopt)
+	// close and stopUpstream find s.lp from here on; before, they closed
+	// the net.Conns, which no longer end the session.
 	select {
 	case <-s.closed:
 		lp.post(lp.end)
 	default:
+	}
+	if s.adminStop.Load() {
+		lp.post(lp.stop)
 	}
 	<-lp.done
 	if !lp.handBack {
@@ -276,6 +284,10 @@ func (s *session) newLooped() *looped {
 		urelay: byteCount{counter: s.srv.metrics.bytesToClient},
 		done:   make(chan struct{})}
 }
+
+// loopHandingOver, when set (by tests), is called as relayInLoop hands a
+// session to the loop, between closing its net.Conns and setting s.lp.
+var loopHandingOver func(*session)
 
 // adopt registers the session's sockets with the loop and serves what is
 // already buffered.

@@ -189,3 +189,20 @@ func TestLoopFairToOtherSessions(t *testing.T) {
 		t.Errorf("a round trip beside a flooding session of the same loop took %v", worst)
 	}
 }
+
+// TestLoopDrainWhileHandingOver: a drain (Server.Shutdown) that reaches an
+// idle session as it is handed to the event loop, when its net.Conns are
+// closed and the loop does not know it yet, still ends it with 57P01.
+func TestLoopDrainWhileHandingOver(t *testing.T) {
+	loopHandingOver = func(s *session) { s.drain() }
+	defer func() { loopHandingOver = nil }()
+	fe, conn, _ := tcpRelayConn(t, Config{Upstream: "fake"})
+	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	m, err := fe.Receive()
+	if err != nil {
+		t.Fatalf("drained session: %v", err)
+	}
+	if e, ok := m.(*pgproto3.ErrorResponse); !ok || e.Code != codeAdminShutdown {
+		t.Fatalf("got %#v, want an ErrorResponse 57P01", m)
+	}
+}
