@@ -82,6 +82,7 @@ type looped struct {
 	queued       bool      // in loop.again, or being served this turn
 	gone         bool      // ended or handed back
 	handBack     bool      // handed back to the goroutine relay
+	deliver      bool      // at the end, write what the upstream could not take yet
 	done         chan struct{}
 }
 
@@ -474,6 +475,11 @@ func (lp *looped) clientGone(err error) {
 		s.log.Info("client message refused", "err", err)
 		s.quiet.Store(true)
 		s.sendClient(fatal(ce.code, ce.msg))
+	} else if s.uw.Flush() == nil {
+		// The client left (or sent Terminate): what it sent before goes
+		// upstream, as the goroutine relay's blocking writes send it (a
+		// COMMIT and then the client's end, read at once, must commit).
+		lp.deliver = true
 	}
 	lp.end()
 }
@@ -487,8 +493,9 @@ func (lp *looped) stop() {
 	lp.end()
 }
 
-// end closes the session's sockets; what the client could not take yet is
-// written by a goroutine of its own, for up to a second.
+// end closes the session's sockets; what the client could not take yet
+// (and, when the client left, what the upstream could not) is written by a
+// goroutine of its own, for up to a second.
 func (lp *looped) end() {
 	if lp.gone {
 		return
@@ -497,7 +504,11 @@ func (lp *looped) end() {
 	lp.crelay.flush()
 	lp.urelay.flush()
 	lp.unwatch()
-	closeFD(lp.ufd)
+	if pending := lp.usink.pending; lp.deliver && len(pending) > 0 {
+		go finishWrite(lp.ufd, pending)
+	} else {
+		closeFD(lp.ufd)
+	}
 	if pending := lp.csink.pending; len(pending) > 0 {
 		go finishWrite(lp.cfd, pending)
 	} else {
@@ -750,8 +761,8 @@ func fileConn(fd int) (net.Conn, error) {
 	return net.FileConn(f)
 }
 
-// finishWrite writes a session's last bytes to the client, blocking for up
-// to a second, and closes the socket.
+// finishWrite writes a session's last bytes to a socket, blocking for up
+// to a second, and closes it.
 func finishWrite(fd int, p []byte) {
 	defer closeFD(fd)
 	if syscall.SetNonblock(fd, false) != nil {

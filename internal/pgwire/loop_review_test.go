@@ -206,3 +206,30 @@ func TestLoopDrainWhileHandingOver(t *testing.T) {
 		t.Fatalf("got %#v, want an ErrorResponse 57P01", m)
 	}
 }
+
+// TestRelayDeliversBeforeClientEOF: what a client sent before it closed
+// its end (a COMMIT, say) reaches the upstream, even when the end arrives
+// with it, whichever relays it.
+func TestRelayDeliversBeforeClientEOF(t *testing.T) {
+	for _, r := range rawRelays {
+		if r.name == "pipe" {
+			continue // no half-close
+		}
+		t.Run(r.name, func(t *testing.T) {
+			for i := range 20 {
+				fe, conn, _ := r.start(t)
+				if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
+					t.Fatalf("client got %q", got)
+				}
+				q, _ := (&pgproto3.Query{String: noteQuery}).Encode(nil)
+				conn.Write(q)
+				conn.(*net.TCPConn).CloseWrite()
+				select {
+				case <-noted:
+				case <-time.After(2 * time.Second):
+					t.Fatalf("session %d: a query sent just before the client's end never reached the upstream", i)
+				}
+			}
+		})
+	}
+}

@@ -33,6 +33,8 @@ func fakeUpstream(conn net.Conn) {
 		case *pgproto3.Query:
 			be.Send(row[0])
 			switch m.String {
+			case noteQuery: // noted, for tests of what reached the upstream
+				noted <- struct{}{}
 			case discardQuery: // the rest of the session is discarded unread
 				be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 				be.Flush()
@@ -88,8 +90,12 @@ const (
 	manyRows      = 20_000
 
 	discardQuery     = "SELECT discard"
+	noteQuery        = "SELECT note"
 	bigThenManyQuery = "SELECT big, many"
 )
+
+// noted receives a value for each noteQuery fakeUpstream is sent.
+var noted = make(chan struct{}, 16)
 
 var (
 	bigValue = bytes.Repeat([]byte("b"), 3*ioBufferSize+17)
