@@ -195,7 +195,8 @@ func TestLoopFairToOtherSessions(t *testing.T) {
 // closed and the loop does not know it yet, still ends it with 57P01.
 func TestLoopDrainWhileHandingOver(t *testing.T) {
 	loopHandingOver = func(s *session) { s.drain() }
-	defer func() { loopHandingOver = nil }()
+	t.Cleanup(func() { loopHandingOver = nil }) // after the session's end
+
 	fe, conn, _ := tcpRelayConn(t, Config{Upstream: "fake"})
 	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
 	m, err := fe.Receive()
