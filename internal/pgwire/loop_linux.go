@@ -698,6 +698,10 @@ func (f *fdSink) flushPending() error {
 	if err != nil {
 		return err
 	}
+	if len(rest) == 0 {
+		f.pending = nil // an idle session holds no burst's buffer
+		return nil
+	}
 	f.pending = append(f.pending[:0], rest...)
 	return nil
 }

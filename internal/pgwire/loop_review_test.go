@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -232,5 +233,38 @@ func TestRelayDeliversBeforeClientEOF(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFdSinkReleasesPending: an fdSink that could write all it held keeps
+// no buffer: a session idle after one burst to a slow reader does not hold
+// the burst's memory.
+func TestFdSinkReleasesPending(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	sink := &fdSink{fd: fds[0]}
+	burst := bytes.Repeat([]byte("x"), 4<<20)
+	if _, err := sink.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.pending) == 0 {
+		t.Fatal("the socket took 4 MiB at once")
+	}
+	buf := make([]byte, 64<<10)
+	for read := 0; read < len(burst); {
+		if n, err := syscall.Read(fds[1], buf); err == nil {
+			read += n
+		}
+		sink.writable = true
+		if err := sink.flushPending(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sink.pending) != 0 || cap(sink.pending) != 0 {
+		t.Errorf("after the burst: %d bytes pending, %d bytes held", len(sink.pending), cap(sink.pending))
 	}
 }
