@@ -17,6 +17,9 @@ import (
 func (s *session) pumpClient() error {
 	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
 	defer relayed.flush()
+	if flushPending(s.uPending) != nil {
+		return nil
+	}
 	if s.waitFirst {
 		// Handed over by the event loop while a message waited for gate.
 		if err := s.waitSettled(); err != nil {

@@ -110,6 +110,16 @@ func (r *reader) ready() (bool, error) {
 	return true, nil
 }
 
+// peekHeader returns the next message's header when it is buffered and
+// well-formed, without reading it.
+func (r *reader) peekHeader() (typ byte, n int, whole bool) {
+	if r.w-r.r < headerLen {
+		return 0, 0, false
+	}
+	typ, n, err := parseHeader(r.buf[r.r : r.r+headerLen])
+	return typ, n, err == nil
+}
+
 // holds reports whether a message with an n-byte body fits the buffer.
 func (r *reader) holds(n int) bool { return n <= len(r.buf)-headerLen }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,15 +153,19 @@ func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, ups
 	srv := NewServer(Config{Upstream: "fake", MaxMessageBytes: 4096})
 	s := srv.newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
 
-	// The fake upstream: frame what arrives, answer what needs a
-	// ReadyForQuery, and record whether the stream ended mid-message.
+	// The fake upstream: frame what arrives, answer it as PostgreSQL would
+	// (without rows, errors or skipping to Sync), in order, and record
+	// whether the stream ended mid-message.
 	upDone := make(chan error, 1)
+	replies, stop := make(chan []byte, 1<<10), make(chan struct{})
 	go func() {
 		ur := newReader(upstreamEnd)
 		for {
 			typ, n, err := ur.header()
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				upDone <- nil // ended, or cut short by the proxy's close
+			if err == io.EOF || err == io.ErrUnexpectedEOF || errors.Is(err, syscall.ECONNRESET) {
+				// Ended, or cut short by the proxy's close (a reset when
+				// it closed a TCP socket with replies unread).
+				upDone <- nil
 				return
 			}
 			if err != nil {
@@ -171,15 +176,30 @@ func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, ups
 				upDone <- err
 				return
 			}
-			if err := ur.discard(n); err != nil {
+			body, err := ur.body(n)
+			if err != nil {
 				upDone <- nil // cut short: the proxy closed the connection
 				return
 			}
-			if typ == 'Q' || typ == 'S' || typ == 'F' {
-				go upstreamEnd.Write([]byte{'Z', 0, 0, 0, 5, 'I'})
+			if reply := fuzzReply(typ, body); reply != nil {
+				select {
+				case replies <- reply:
+				case <-stop:
+				}
 			}
 		}
 	}()
+	go func() {
+		for {
+			select {
+			case r := <-replies:
+				upstreamEnd.Write(r)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer close(stop)
 	go io.Copy(io.Discard, clientEnd)
 	go func() {
 		clientEnd.Write(data)
@@ -198,4 +218,35 @@ func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, ups
 		t.Fatalf("upstream received a message the proxy should have refused: %v", err)
 	}
 	upstreamEnd.Close()
+}
+
+// fuzzReply is fuzzSession's upstream's answer to a frontend message: a
+// PostgreSQL server's, without rows or errors, so that what gate waits for
+// arrives.
+func fuzzReply(typ byte, body []byte) []byte {
+	msg := func(t byte, b ...byte) []byte {
+		return append([]byte{t, 0, 0, 0, byte(4 + len(b))}, b...)
+	}
+	done := msg('C', []byte("SELECT 0\x00")...)
+	ready := msg('Z', 'I')
+	switch typ {
+	case 'Q', 'S':
+		return ready
+	case 'F':
+		return append(msg('V', 0xff, 0xff, 0xff, 0xff), ready...)
+	case 'P':
+		return msg('1')
+	case 'B':
+		return msg('2')
+	case 'C':
+		return msg('3')
+	case 'E':
+		return done
+	case 'D':
+		if len(body) > 0 && body[0] == 'S' {
+			return append(msg('t', 0, 0), msg('n')...)
+		}
+		return msg('n')
+	}
+	return nil
 }

@@ -46,10 +46,9 @@ const maxLoopMessages = 64
 // delays its own session alone. loopSlowStep is wall-clock time: on a busy
 // machine the loop's thread may be descheduled mid-message, and a session
 // must not leave the loop for that.
-const (
-	loopMaxText  = 4 << 10
-	loopSlowStep = 20 * time.Millisecond
-)
+const loopMaxText = 4 << 10
+
+var loopSlowStep = 20 * time.Millisecond // a variable for tests
 
 // eventLoop is one epoll instance and the goroutine that serves it.
 type eventLoop struct {
@@ -83,6 +82,7 @@ type looped struct {
 	queued       bool      // in loop.again, or being served this turn
 	gone         bool      // ended or handed back
 	handBack     bool      // handed back to the goroutine relay
+	deliver      bool      // at the end, write what the upstream could not take yet
 	done         chan struct{}
 }
 
@@ -230,6 +230,9 @@ func (s *session) relayInLoop() bool {
 	// takes them out of Go's poller.
 	s.client.Close()
 	s.upstream.Close()
+	if loopHandingOver != nil {
+		loopHandingOver(s)
+	}
 	s.cr.src, s.ur.src = lp.csrc, lp.usrc
 	s.cw.Reset(lp.csink)
 	s.uw.Reset(lp.usink)
@@ -238,10 +241,15 @@ func (s *session) relayInLoop() bool {
 	s.lp = lp
 	s.stateMu.Unlock()
 	lp.post(lp.adopt)
+	// close and stopUpstream find s.lp from here on; before, they closed
+	// the net.Conns, which no longer end the session.
 	select {
 	case <-s.closed:
 		lp.post(lp.end)
 	default:
+	}
+	if s.adminStop.Load() {
+		lp.post(lp.stop)
 	}
 	<-lp.done
 	if !lp.handBack {
@@ -277,6 +285,10 @@ func (s *session) newLooped() *looped {
 		urelay: byteCount{counter: s.srv.metrics.bytesToClient},
 		done:   make(chan struct{})}
 }
+
+// loopHandingOver, when set (by tests), is called as relayInLoop hands a
+// session to the loop, between closing its net.Conns and setting s.lp.
+var loopHandingOver func(*session)
 
 // adopt registers the session's sockets with the loop and serves what is
 // already buffered.
@@ -320,7 +332,9 @@ func (lp *looped) serve() {
 			lp.clientWait = false
 			progress = true
 		}
-		if !progress {
+		if !progress || lp.queued {
+			// Queued: a direction relayed its maxLoopMessages; the
+			// session is served again after the loop's other sessions.
 			return
 		}
 	}
@@ -350,6 +364,16 @@ func (lp *looped) clientTurn() (progress bool) {
 			break
 		}
 		ok, err := s.cr.ready()
+		if !ok {
+			// A header the goroutine relay would refuse is refused now,
+			// not once the body it announces has come (or never).
+			if typ, n, whole := s.cr.peekHeader(); whole {
+				if err := s.checkClientMessage(typ, n); err != nil {
+					lp.clientGone(err)
+					return true
+				}
+			}
+		}
 		if err == errAgain || err == nil && !ok {
 			break
 		}
@@ -451,6 +475,11 @@ func (lp *looped) clientGone(err error) {
 		s.log.Info("client message refused", "err", err)
 		s.quiet.Store(true)
 		s.sendClient(fatal(ce.code, ce.msg))
+	} else if s.uw.Flush() == nil {
+		// The client left (or sent Terminate): what it sent before goes
+		// upstream, as the goroutine relay's blocking writes send it (a
+		// COMMIT and then the client's end, read at once, must commit).
+		lp.deliver = true
 	}
 	lp.end()
 }
@@ -464,8 +493,9 @@ func (lp *looped) stop() {
 	lp.end()
 }
 
-// end closes the session's sockets; what the client could not take yet is
-// written by a goroutine of its own, for up to a second.
+// end closes the session's sockets; what the client could not take yet
+// (and, when the client left, what the upstream could not) is written by a
+// goroutine of its own, for up to a second.
 func (lp *looped) end() {
 	if lp.gone {
 		return
@@ -474,7 +504,11 @@ func (lp *looped) end() {
 	lp.crelay.flush()
 	lp.urelay.flush()
 	lp.unwatch()
-	closeFD(lp.ufd)
+	if pending := lp.usink.pending; lp.deliver && len(pending) > 0 {
+		go finishWrite(lp.ufd, pending)
+	} else {
+		closeFD(lp.ufd)
+	}
 	if pending := lp.csink.pending; len(pending) > 0 {
 		go finishWrite(lp.cfd, pending)
 	} else {
@@ -543,9 +577,11 @@ func (s *session) takeBack(lp *looped) bool {
 	if s.adminStop.Load() {
 		upstream.Close()
 	}
-	if lp.csink.flushPending() != nil || lp.usink.flushPending() != nil {
-		return false
-	}
+	// What the sockets could not take yet is written by the pumps, each
+	// its own direction's, as they run at once: written here, before
+	// either runs, it could wait for an upstream that is itself waiting
+	// for the proxy to read.
+	s.cPending, s.uPending = lp.csink, lp.usink
 	return true
 }
 
@@ -662,6 +698,10 @@ func (f *fdSink) flushPending() error {
 	if err != nil {
 		return err
 	}
+	if len(rest) == 0 {
+		f.pending = nil // an idle session holds no burst's buffer
+		return nil
+	}
 	f.pending = append(f.pending[:0], rest...)
 	return nil
 }
@@ -725,8 +765,8 @@ func fileConn(fd int) (net.Conn, error) {
 	return net.FileConn(f)
 }
 
-// finishWrite writes a session's last bytes to the client, blocking for up
-// to a second, and closes the socket.
+// finishWrite writes a session's last bytes to a socket, blocking for up
+// to a second, and closes it.
 func finishWrite(fd int, p []byte) {
 	defer closeFD(fd)
 	if syscall.SetNonblock(fd, false) != nil {

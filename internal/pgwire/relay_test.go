@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -32,6 +33,19 @@ func fakeUpstream(conn net.Conn) {
 		case *pgproto3.Query:
 			be.Send(row[0])
 			switch m.String {
+			case noteQuery: // noted, for tests of what reached the upstream
+				noted <- struct{}{}
+			case discardQuery: // the rest of the session is discarded unread
+				be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+				be.Flush()
+				io.Copy(io.Discard, conn)
+				return
+			case bigThenManyQuery: // answered late, then more than the sockets hold
+				time.Sleep(300 * time.Millisecond)
+				be.Send(&pgproto3.DataRow{Values: [][]byte{bigValue}})
+				for range manyRows {
+					be.Send(&pgproto3.DataRow{Values: [][]byte{rowValue}})
+				}
 			case bigRowQuery: // one row larger than the proxy's buffers
 				be.Send(&pgproto3.DataRow{Values: [][]byte{bigValue}})
 			case manyRowsQuery: // more than the sockets hold
@@ -74,7 +88,14 @@ const (
 	bigRowQuery   = "SELECT big"
 	manyRowsQuery = "SELECT many"
 	manyRows      = 20_000
+
+	discardQuery     = "SELECT discard"
+	noteQuery        = "SELECT note"
+	bigThenManyQuery = "SELECT big, many"
 )
+
+// noted receives a value for each noteQuery fakeUpstream is sent.
+var noted = make(chan struct{}, 16)
 
 var (
 	bigValue = bytes.Repeat([]byte("b"), 3*ioBufferSize+17)

@@ -52,7 +52,11 @@ type session struct {
 	inLoop    bool
 	waitFirst bool
 	lp        *looped
-	lastFatal bool // the last upstream message was a FATAL or PANIC error
+	// Set when the loop hands the session back with output its sockets
+	// could not take yet: pumpUpstream writes cPending's (to the client)
+	// first, pumpClient uPending's (upstream).
+	cPending, uPending pendingWriter
+	lastFatal          bool // the last upstream message was a FATAL or PANIC error
 
 	closeOnce  sync.Once
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
@@ -202,6 +206,17 @@ func (s *session) proxy() {
 	}
 	s.close()
 	<-done
+}
+
+// pendingWriter holds output an event loop could not write yet.
+type pendingWriter interface{ flushPending() error }
+
+// flushPending writes p's output, if any.
+func flushPending(p pendingWriter) error {
+	if p == nil {
+		return nil
+	}
+	return p.flushPending()
 }
 
 func isClosed(err error) bool {

@@ -14,6 +14,9 @@ import (
 func (s *session) pumpUpstream() {
 	relayed := byteCount{counter: s.srv.metrics.bytesToClient}
 	defer relayed.flush()
+	if flushPending(s.cPending) != nil {
+		return
+	}
 	for {
 		typ, n, err := s.ur.header()
 		if err != nil {
