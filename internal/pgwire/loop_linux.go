@@ -329,8 +329,12 @@ func (lp *looped) serve() {
 			progress = lp.upstreamTurn() || progress
 		}
 		if lp.clientWait && !lp.gone && s.gateSettled() {
+			// Read the held message again in the loop's next round rather
+			// than now: should gate hold it back again at once, the
+			// session would spin here and starve the loop's others.
 			lp.clientWait = false
-			progress = true
+			lp.requeue()
+			return
 		}
 		if !progress || lp.queued {
 			// Queued: a direction relayed its maxLoopMessages; the
