@@ -362,60 +362,28 @@ func (lp *looped) flushSinks() bool {
 // whether it relayed any.
 func (lp *looped) clientTurn() (progress bool) {
 	s := lp.s
-	for i := 0; len(lp.usink.pending) == 0; i++ {
-		if i == maxLoopMessages {
-			lp.requeue()
-			break
-		}
-		ok, err := s.cr.ready()
+	for i := 0; ; i++ {
+		ok, err := lp.more(i, s.cr, lp.usink)
 		if !ok {
-			// A header the goroutine relay would refuse is refused now,
-			// not once the body it announces has come (or never).
-			if typ, n, whole := s.cr.peekHeader(); whole {
-				if err := s.checkClientMessage(typ, n); err != nil {
-					lp.clientGone(err)
-					return true
-				}
+			if err := lp.refuseHeader(); err != nil {
+				lp.clientGone(err)
+				return true
 			}
-		}
-		if err == errAgain || err == nil && !ok {
-			break
 		}
 		if err != nil {
 			lp.clientGone(s.clientReadFailed(err))
 			return true
 		}
-		mark := s.cr.mark()
-		typ, n, _ := s.cr.header()
-		if !s.cr.holds(n) || (typ == 'Q' || typ == 'P') && n > loopMaxText {
-			s.cr.rewind(mark)
-			reason := leaveLargeMessage
-			if s.cr.holds(n) {
-				reason = leaveLongText
-			}
-			lp.handOver(reason, typ, n)
-			return true
-		}
-		start := time.Now()
-		stop, err := s.clientStep(typ, n, &lp.crelay)
-		if err == errWaitSettled {
-			s.cr.rewind(mark)
-			lp.clientWait = true
+		if !ok {
 			break
 		}
-		progress = true
-		if stop {
-			lp.clientGone(err)
+		next, moved := lp.clientMessage()
+		progress = progress || moved
+		if lp.gone {
 			return true
 		}
-		if time.Since(start) > loopSlowStep {
-			lp.crelay.flush()
-			if s.uw.Flush() != nil {
-				lp.end()
-			} else {
-				lp.handOver(leaveSlowMessage, typ, n)
-			}
-			return true
+		if !next {
+			break
 		}
 	}
 	lp.crelay.flush()
@@ -425,22 +393,86 @@ func (lp *looped) clientTurn() (progress bool) {
 	return progress
 }
 
+// more reports whether a turn reading r may relay its i-th message now:
+// one is buffered whole (or larger than r's buffer), the turn has not
+// relayed maxLoopMessages (else the session is served again after the
+// others), and the socket it writes to, out, holds nothing back. err is
+// r's error, other than errAgain.
+func (lp *looped) more(i int, r *reader, out *fdSink) (bool, error) {
+	if len(out.pending) > 0 {
+		return false, nil
+	}
+	if i == maxLoopMessages {
+		lp.requeue()
+		return false, nil
+	}
+	ok, err := r.ready()
+	if err == errAgain {
+		return false, nil
+	}
+	return ok, err
+}
+
+// refuseHeader refuses, as the goroutine relay would, a client header
+// already read whose message is not whole yet: at once, not once the body
+// it announces has come (or never). It returns a *clientError or nil.
+func (lp *looped) refuseHeader() error {
+	typ, n, whole := lp.s.cr.peekHeader()
+	if !whole {
+		return nil
+	}
+	return lp.s.checkClientMessage(typ, n)
+}
+
+// clientMessage relays the client's next message, buffered whole or too
+// large for the buffer. next reports whether the turn goes on; moved,
+// whether the message was relayed. The session may have ended or left the
+// loop (lp.gone).
+func (lp *looped) clientMessage() (next, moved bool) {
+	s := lp.s
+	mark := s.cr.mark()
+	typ, n, _ := s.cr.header()
+	if !s.cr.holds(n) || (typ == 'Q' || typ == 'P') && n > loopMaxText {
+		s.cr.rewind(mark)
+		reason := leaveLargeMessage
+		if s.cr.holds(n) {
+			reason = leaveLongText
+		}
+		lp.handOver(reason, typ, n)
+		return false, false
+	}
+	start := time.Now()
+	stop, err := s.clientStep(typ, n, &lp.crelay)
+	switch {
+	case err == errWaitSettled:
+		s.cr.rewind(mark)
+		lp.clientWait = true
+		return false, false
+	case stop:
+		lp.clientGone(err)
+	case time.Since(start) > loopSlowStep:
+		lp.crelay.flush()
+		if s.uw.Flush() != nil {
+			lp.end()
+		} else {
+			lp.handOver(leaveSlowMessage, typ, n)
+		}
+	}
+	return true, true
+}
+
 // upstreamTurn relays the upstream's whole buffered messages.
 func (lp *looped) upstreamTurn() (progress bool) {
 	s := lp.s
-	for i := 0; len(lp.csink.pending) == 0; i++ {
-		if i == maxLoopMessages {
-			lp.requeue()
-			break
-		}
-		ok, err := s.ur.ready()
-		if err == errAgain || err == nil && !ok {
-			break
-		}
+	for i := 0; ; i++ {
+		ok, err := lp.more(i, s.ur, lp.csink)
 		if err != nil {
 			s.upstreamReadFailed(err)
 			lp.end()
 			return true
+		}
+		if !ok {
+			break
 		}
 		mark := s.ur.mark()
 		typ, n, _ := s.ur.header()
