@@ -44,11 +44,12 @@
 // Past authentication a session is relayed one of two ways, by the same
 // per-message code (clientStep, upstreamStep):
 //
-//   - The event loop (loop_linux.go; Linux, plain TCP on both legs, the
-//     default): a few goroutines, one per GOMAXPROCS, each serving many
-//     sessions over epoll, reading only what epoll reported ready and
-//     relaying messages buffered whole. It costs about two thirds of the
-//     CPU per transaction of the goroutine relay (docs/performance.md).
+//   - The event loop (loop_linux.go, its sockets in fd_linux.go; Linux,
+//     plain TCP on both legs, the default): a few goroutines, one per
+//     GOMAXPROCS, each serving many sessions over epoll, reading only what
+//     epoll reported ready and relaying messages buffered whole. It costs
+//     0.7–0.85 times the CPU per transaction of the goroutine relay
+//     (docs/performance.md).
 //   - The goroutine relay (client_pump.go, upstream_pump.go): one goroutine
 //     per direction, each blocking in its own reads. TLS sessions, and
 //     every session with Config.GoroutineRelay, use it; a session leaves
