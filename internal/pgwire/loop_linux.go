@@ -122,17 +122,24 @@ func newEventLoop() (*eventLoop, error) {
 		return nil, os.NewSyscallError("eventfd2", e)
 	}
 	l := &eventLoop{epfd: epfd, wakefd: int(r), ends: map[int32]*loopEnd{}}
-	if err := syscall.SetNonblock(epfd, true); err != nil {
-		return nil, os.NewSyscallError("fcntl", err)
-	}
-	// The file is kept open by the loop's goroutine for the life of the
-	// process.
-	if l.poller, err = os.NewFile(uintptr(epfd), "epoll").SyscallConn(); err != nil {
-		return nil, err
-	}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(l.wakefd)}
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wakefd, &ev); err != nil {
+		closeFD(epfd)
+		closeFD(l.wakefd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		closeFD(epfd)
+		closeFD(l.wakefd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	// The file stays open, with the loop's goroutine, for the life of the
+	// process; closing it closes epfd.
+	f := os.NewFile(uintptr(epfd), "epoll")
+	if l.poller, err = f.SyscallConn(); err != nil {
+		f.Close()
+		closeFD(l.wakefd)
+		return nil, err
 	}
 	return l, nil
 }
@@ -589,10 +596,17 @@ func (s *session) takeBack(lp *looped) bool {
 	upstream, uerr := fileConn(lp.ufd)
 	if cerr != nil || uerr != nil {
 		s.log.Warn("event loop: cannot hand the session back", "err", errors.Join(cerr, uerr))
-		for _, c := range []net.Conn{client, upstream} {
-			if c != nil {
-				c.Close()
-			}
+		if client != nil {
+			// Best effort: tell the client why before closing.
+			client.SetWriteDeadline(time.Now().Add(time.Second))
+			buf, _ := fatal(codeConnectionFailure, "fenceproxy: internal error: cannot go on relaying the session").Encode(nil)
+			s.cw.Reset(client)
+			s.cw.Write(buf)
+			s.cw.Flush()
+			client.Close()
+		}
+		if upstream != nil {
+			upstream.Close()
 		}
 		return false
 	}
