@@ -202,9 +202,14 @@ func finishWrite(fd int, p []byte) {
 	if syscall.SetNonblock(fd, false) != nil {
 		return
 	}
-	tv := syscall.NsecToTimeval(time.Second.Nanoseconds())
-	syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &tv)
+	deadline := time.Now().Add(time.Second)
 	for len(p) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return // a client that reads a trickle does not keep the socket
+		}
+		tv := syscall.NsecToTimeval(left.Nanoseconds())
+		syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &tv)
 		n, err := syscall.Write(fd, p)
 		if err != nil || n <= 0 {
 			return
