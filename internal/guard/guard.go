@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
@@ -19,6 +20,11 @@ type Entry struct {
 	// a table, but it gets no trigger.
 	Unguarded bool
 }
+
+// protectLockKey is the transaction-level advisory lock that serializes
+// protect runs on one database (an arbitrary constant, distinct from
+// migrate's).
+const protectLockKey int64 = 7378422919232070000
 
 // guardVersion is the fence store version whose guard routines this binary
 // installs and verifies (4: CREATE TRIGGER on a protected table needs a
@@ -82,31 +88,20 @@ func Protect(ctx context.Context, q hwm.Querier, entries []Entry, opts Options) 
 func prepare(ctx context.Context, q hwm.Querier) error {
 	for _, s := range []string{
 		"SET LOCAL search_path = pg_catalog, pg_temp",
-		"SELECT pg_catalog.pg_advisory_xact_lock(7378422919232070000)",
+		"SELECT pg_catalog.pg_advisory_xact_lock(" + strconv.FormatInt(protectLockKey, 10) + ")",
 	} {
 		if err := q.Exec(ctx, s); err != nil {
 			return fmt.Errorf("protect: %w", err)
 		}
 	}
-	v, err := storeVersion(ctx, q)
+	v, err := hwm.Version(ctx, q)
 	if err != nil {
-		return err
+		return fmt.Errorf("protect: read the fence store's version: %w", err)
 	}
 	if v < guardVersion {
 		return fmt.Errorf("protect: the fence store is at version %d; the guard needs version %d: run fenceproxy migrate first", v, guardVersion)
 	}
 	return nil
-}
-
-// storeVersion is the installed fence schema version; 0 when none.
-func storeVersion(ctx context.Context, q hwm.Querier) (int, error) {
-	var v int64
-	err := q.QueryRow(ctx, `SELECT CASE WHEN pg_catalog.to_regclass('fence.schema_version') IS NULL THEN 0
-		ELSE (SELECT COALESCE(pg_catalog.max(version), 0)::int8 FROM fence.schema_version) END`).Scan(&v)
-	if err != nil {
-		return 0, fmt.Errorf("protect: read the fence store's version: %w", err)
-	}
-	return int(v), nil
 }
 
 // runner runs and records statements.

@@ -27,9 +27,9 @@ func (v Verification) OK() bool { return len(v.Problems) == 0 }
 func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, error) {
 	var v Verification
 	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
-	ver, err := storeVersion(ctx, q)
+	ver, err := hwm.Version(ctx, q)
 	if err != nil {
-		return v, err
+		return v, fmt.Errorf("verify: read the fence store's version: %w", err)
 	}
 	if ver < guardVersion {
 		if slices.ContainsFunc(entries, func(e Entry) bool { return !e.Unguarded }) {

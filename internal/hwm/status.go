@@ -135,13 +135,19 @@ func readState(ctx context.Context, q Querier, op string) (rawState, error) {
 	if !hasVersions {
 		return st, nil
 	}
-	var v int64
-	err = q.QueryRow(ctx, "SELECT COALESCE(pg_catalog.max(version), 0)::int8 FROM fence.schema_version").Scan(&v)
-	if err != nil {
+	if st.version, err = Version(ctx, q); err != nil {
 		return rawState{}, wrapErr(op+": read fence.schema_version", err)
 	}
-	st.version = int(v)
 	return st, nil
+}
+
+// Version returns the installed fence store's version: 0 when there is
+// none.
+func Version(ctx context.Context, q Querier) (int, error) {
+	var v int64
+	err := q.QueryRow(ctx, `SELECT CASE WHEN pg_catalog.to_regclass('fence.schema_version') IS NULL THEN 0
+		ELSE (SELECT COALESCE(pg_catalog.max(version), 0)::int8 FROM fence.schema_version) END`).Scan(&v)
+	return int(v), err
 }
 
 // guardStateQuery reads what migration 3 installed: the registry, each
