@@ -2,8 +2,9 @@ package hwm
 
 import (
 	"errors"
-	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"strconv"
+
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 )
 
 // The SQLSTATEs of fencing errors. fence.check raises CodeStaleToken,
@@ -74,7 +75,7 @@ func ClientError(code, message string) (newCode, newMessage string, rewrite bool
 // accessible.
 func notInstalled(code string) bool {
 	switch code {
-	case "3F000", "42P01", "42883", "42501":
+	case sqlstate.InvalidSchemaName, sqlstate.UndefinedTable, sqlstate.UndefinedFunction, sqlstate.InsufficientPrivilege:
 		return true
 	}
 	return false

@@ -119,7 +119,7 @@ const stateQuery = `SELECT
 		AND t.tgname IN ('hwm_never_lower', 'hwm_never_truncate')
 		AND f.oid = pg_catalog.to_regprocedure('fence.refuse_lowering()') AND f.prosrc = $1) = 2
 FROM (SELECT) AS one
-LEFT JOIN pg_catalog.pg_proc AS p ON p.oid = pg_catalog.to_regprocedure('fence.check(text, text, text, text, boolean, boolean)')`
+LEFT JOIN pg_catalog.pg_proc AS p ON p.oid = pg_catalog.to_regprocedure('` + checkSignature + `')`
 
 // readState reads rawState through q; op names the caller in errors.
 func readState(ctx context.Context, q Querier, op string) (rawState, error) {

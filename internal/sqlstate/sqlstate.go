@@ -9,10 +9,13 @@ const (
 	InvalidParameterValue   = "22023" // invalid_parameter_value
 	InvalidSQLStatementName = "26000" // invalid_sql_statement_name
 	InvalidAuthorization    = "28000" // invalid_authorization_specification
+	InvalidSchemaName       = "3F000" // invalid_schema_name
 	InsufficientPrivilege   = "42501" // insufficient_privilege
 	SyntaxError             = "42601" // syntax_error
 	InvalidName             = "42602" // invalid_name
 	ReservedName            = "42939" // reserved_name
+	UndefinedTable          = "42P01" // undefined_table
+	UndefinedFunction       = "42883" // undefined_function
 	TooManyConnections      = "53300" // too_many_connections
 	ProgramLimitExceeded    = "54000" // program_limit_exceeded
 	StatementTooComplex     = "54001" // statement_too_complex
