@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -234,4 +237,112 @@ func TestLoopCancelWhileMessageHeld(t *testing.T) {
 		t.Errorf("codes %v, want 57014 first", codes)
 	}
 	e.wantUntouched(t)
+}
+
+// TestHeldMessageDuringCopyIn: a client that sends a Query where the
+// server expects COPY data gets an error from PostgreSQL ("unexpected
+// message type 0x51 during COPY from stdin"). Through the proxy the Query
+// waits (Wait) for the COPY's ReadyForQuery (its unit changed
+// client_encoding), which never comes: the server waits for the data held
+// behind the Query. The session hung for good, and when the client gave
+// up its backend stayed, in its transaction, holding its locks.
+func TestHeldMessageDuringCopyIn(t *testing.T) {
+	for _, relay := range []string{"loop", "goroutines"} {
+		t.Run(relay, func(t *testing.T) {
+			e := staleEnv(t)
+			addr := e.proxy.Addr
+			if relay == "goroutines" {
+				addr = harness.StartProxy(t, pgwire.Config{Upstream: e.pg.Addr(), GoroutineRelay: true,
+					Fencing: &gate.Config{Analyzer: gate.NewAnalyzer(1024)}}).Addr
+			}
+			app := "loop2-copy-held-" + relay
+			conn := dialBare(t, addr)
+			conn.Write(startupPacket(t, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app}))
+			fe := pgproto3.NewFrontend(conn, conn)
+			for {
+				msg, err := fe.Receive()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+					break
+				}
+			}
+			fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/9'; SET lock.fencing_token = 1"})
+			fe.Send(&pgproto3.Query{String: "SET client_encoding = 'UTF8'; COPY accounts FROM STDIN"})
+			if err := fe.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				msg, err := fe.Receive()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := msg.(*pgproto3.CopyInResponse); ok {
+					break
+				}
+			}
+			fe.Send(&pgproto3.Query{String: "SELECT 1"})
+			if err := fe.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			var code string
+			for code == "" {
+				msg, err := fe.Receive()
+				if err != nil {
+					t.Errorf("no error for a Query during COPY FROM STDIN: %v", err)
+					break
+				}
+				if m, ok := msg.(*pgproto3.ErrorResponse); ok {
+					code = m.Code
+				}
+			}
+			t.Logf("code %s", code)
+			conn.Close()
+			waitBackendGone(t, e, app)
+		})
+	}
+}
+
+// TestHeldMessageAfterCopyData: what TestHeldMessageDuringCopyIn refuses
+// must not catch a client that ends its COPY before the Query that waits:
+// the copy pipelined with the Query that starts it, or sent after the
+// CopyInResponse, each with a Query behind it that gate holds back.
+func TestHeldMessageAfterCopyData(t *testing.T) {
+	e := staleEnv(t)
+	for _, wait := range []bool{false, true} {
+		conn := readyConn(t, e, "loop2-copy-ok")
+		fe := pgproto3.NewFrontend(conn, conn)
+		fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/9'; SET lock.fencing_token = 1"})
+		fe.Send(&pgproto3.Query{String: "SET client_encoding = 'UTF8'; COPY invoices (amount) FROM STDIN"})
+		if wait {
+			if err := fe.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				msg, err := fe.Receive()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := msg.(*pgproto3.CopyInResponse); ok {
+					break
+				}
+			}
+		}
+		fe.Send(&pgproto3.CopyData{Data: []byte("7\n")})
+		fe.Send(&pgproto3.CopyDone{})
+		fe.Send(&pgproto3.Query{String: "SELECT 1"})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := 3
+		if wait {
+			n = 2
+		}
+		codes, rows, to := readyCount(t, conn, fe, n, 10*time.Second)
+		if to || len(codes) > 0 || rows != 1 {
+			t.Errorf("wait %v: codes %v rows %d timed out %v", wait, codes, rows, to)
+		}
+	}
 }
