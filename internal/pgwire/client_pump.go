@@ -23,6 +23,10 @@ func (s *session) pumpClient() error {
 	if s.waitFirst {
 		// Handed over by the event loop while a message waited for gate.
 		if err := s.waitSettled(); err != nil {
+			var ce *clientError
+			if errors.As(err, &ce) {
+				return err
+			}
 			return nil
 		}
 	}
@@ -148,6 +152,10 @@ func (s *session) clientMessage(typ byte, n int) error {
 			err = s.ownOrDiscard(own, n, func() error { return s.forward(typ, n) })
 		}
 		return s.applyAfter(d, err)
+	case 'c', 'f':
+		s.gateMu.Lock()
+		s.copyEnds++
+		s.gateMu.Unlock()
 	}
 	return s.forward(typ, n)
 }
@@ -221,9 +229,14 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 	}
 }
 
-// waitSettled blocks until gate has every reply to what was sent.
+// waitSettled blocks until gate has every reply to what was sent. It
+// refuses the held message when the server waits for COPY data instead
+// (heldInCopy): it would wait for good.
 func (s *session) waitSettled() error {
 	for !s.gateSettled() {
+		if s.heldInCopy() {
+			return errHeldInCopy()
+		}
 		select {
 		case <-s.settled:
 		case <-s.closed:
@@ -231,6 +244,22 @@ func (s *session) waitSettled() error {
 		}
 	}
 	return nil
+}
+
+// heldInCopy reports, while a client message waits for gate to settle,
+// whether the server waits for COPY data: it started a COPY FROM STDIN
+// and the client has forwarded no CopyDone or CopyFail since gate last
+// settled (one forwarded since may end it). PostgreSQL answers any other
+// message during COPY FROM STDIN with an error, and the replies the held
+// message waits for would never come.
+func (s *session) heldInCopy() bool {
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	return s.copyIn && s.copyEnds == s.copyEndsRef
+}
+
+func errHeldInCopy() *clientError {
+	return protocolViolation("unexpected message during COPY from stdin: the server waits for copy data (CopyData, CopyDone or CopyFail)")
 }
 
 // applyBefore carries out what d puts ahead of the client's message: the

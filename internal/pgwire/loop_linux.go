@@ -333,6 +333,10 @@ func (lp *looped) serve() {
 		if len(lp.csink.pending) == 0 {
 			progress = lp.upstreamTurn() || progress
 		}
+		if lp.clientWait && !lp.gone && s.heldInCopy() {
+			lp.clientGone(errHeldInCopy())
+			return
+		}
 		if lp.clientWait && !lp.gone && s.gateSettled() {
 			// Read the held message again in the loop's next round rather
 			// than now: should gate hold it back again at once, the

@@ -38,6 +38,12 @@ type session struct {
 	gateMu sync.Mutex    // serializes the two directions' calls into gate
 	gate   *gate.Session // fencing decisions for this session
 	encBuf []byte        // scratch for encoding injected messages (client direction)
+	// COPY FROM STDIN, under gateMu (heldInCopy): copyIn, the server's
+	// CopyInResponse relayed and the copy not ended by the server since;
+	// copyEnds, the client's CopyDone and CopyFail forwarded; copyEndsRef,
+	// copyEnds when gate last settled.
+	copyIn                bool
+	copyEnds, copyEndsRef int
 
 	clientTLSOn bool // the client connection is TLS
 	overLimit   bool // accepted beyond Config.MaxClientConns: refuse after startup

@@ -101,6 +101,15 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	s.gateMu.Lock()
 	v := s.gate.Server(r)
 	settled := s.gate.Settled()
+	switch typ {
+	case 'G':
+		s.copyIn = true
+	case 'C', 'E', 'Z':
+		s.copyIn = false
+	}
+	if settled {
+		s.copyEndsRef = s.copyEnds
+	}
 	s.gateMu.Unlock()
 	if typ == 'Z' {
 		s.stateMu.Lock()
@@ -108,7 +117,8 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		s.inflight = max(s.inflight-1, 0)
 		s.stateMu.Unlock()
 	}
-	if settled {
+	if settled || typ == 'G' {
+		// A CopyInResponse wakes a held message too: see heldInCopy.
 		select {
 		case s.settled <- struct{}{}:
 		default:
