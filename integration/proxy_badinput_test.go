@@ -90,8 +90,16 @@ func startupPacket(t *testing.T, params map[string]string) []byte {
 // with application_name so the test can watch the upstream side.
 func readyConn(t *testing.T, e *env, app string) net.Conn {
 	t.Helper()
-	conn := dialBare(t, e.proxy.Addr)
-	conn.Write(startupPacket(t, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app}))
+	conn, _ := readyConnAt(t, e.proxy.Addr, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app})
+	return conn
+}
+
+// readyConnAt opens a session at addr with the startup parameters params
+// and reads up to its first ReadyForQuery.
+func readyConnAt(t *testing.T, addr string, params map[string]string) (net.Conn, *pgproto3.Frontend) {
+	t.Helper()
+	conn := dialBare(t, addr)
+	conn.Write(startupPacket(t, params))
 	fe := pgproto3.NewFrontend(conn, conn)
 	for {
 		msg, err := fe.Receive()
@@ -99,7 +107,7 @@ func readyConn(t *testing.T, e *env, app string) net.Conn {
 			t.Fatal(err)
 		}
 		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
-			return conn
+			return conn, fe
 		}
 	}
 }

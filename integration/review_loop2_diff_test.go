@@ -107,18 +107,7 @@ func diffRelays(t *testing.T, e *env, goro string, msgs []pgproto3.FrontendMessa
 // the pipeline is written chunk bytes at a time, a millisecond apart.
 func transcript(t *testing.T, addr, db string, msgs []pgproto3.FrontendMessage, chunk int) string {
 	t.Helper()
-	conn := dialBare(t, addr)
-	conn.Write(startupPacket(t, map[string]string{"user": pgcluster.Superuser, "database": db}))
-	fe := pgproto3.NewFrontend(conn, conn)
-	for {
-		msg, err := fe.Receive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
-			break
-		}
-	}
+	conn, fe := readyConnAt(t, addr, map[string]string{"user": pgcluster.Superuser, "database": db})
 	want := 0
 	for _, m := range msgs {
 		switch m.(type) {

@@ -100,45 +100,33 @@ func TestLoopWaitExtendedHandOverByLargeReply(t *testing.T) {
 	e.wantUntouched(t)
 }
 
-// TestLoopHandOverMidTransactionLongText: inside a transaction whose check
-// (valid token 200) is still in flight, a Query over the loop's text limit
-// switches the session to the stale token 41 (SET LOCAL through
-// set_config) and the session leaves the loop on it; the UPDATE after it
-// must be checked again, with 41, and refused.
-func TestLoopHandOverMidTransactionLongText(t *testing.T) {
-	e := staleEnv(t)
-	fe, await := loopRawConn(t, e, "loop2-mid-tx-long")
-	pad := " /* " + strings.Repeat("p", 5000) + " */"
-	fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 200"})
-	fe.Send(&pgproto3.Query{String: "BEGIN"})
-	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = balance WHERE id = 1"})
-	fe.Send(&pgproto3.Query{String: "SELECT set_config('lock.fencing_token', '41', true)" + pad})
-	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1 WHERE id = 1"})
-	fe.Send(&pgproto3.Query{String: "COMMIT"})
-	codes, _ := await(6)
-	if len(codes) == 0 || codes[0] != "55Z01" {
-		t.Errorf("codes %v, want the UPDATE under token 41 refused (55Z01)", codes)
+// TestLoopHandOverMidTransaction: inside a transaction whose check (valid
+// token 200) is still in flight, a Query switches the session to the stale
+// token 41 (SET LOCAL through set_config) and the session leaves the loop
+// on it — its text over the loop's limit, or its reply over the read
+// buffer while the UPDATE under the stale token waits in the client's
+// buffer. The UPDATE after it must be checked again, with 41, and refused.
+func TestLoopHandOverMidTransaction(t *testing.T) {
+	for _, tt := range []struct{ app, switchToken string }{
+		{"loop2-mid-tx-long", "SELECT set_config('lock.fencing_token', '41', true) /* " + strings.Repeat("p", 5000) + " */"},
+		{"loop2-mid-tx-large", "SELECT repeat('x', 200000), set_config('lock.fencing_token', '41', true)"},
+	} {
+		t.Run(tt.app, func(t *testing.T) {
+			e := staleEnv(t)
+			fe, await := loopRawConn(t, e, tt.app)
+			fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 200"})
+			fe.Send(&pgproto3.Query{String: "BEGIN"})
+			fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = balance WHERE id = 1"})
+			fe.Send(&pgproto3.Query{String: tt.switchToken})
+			fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1 WHERE id = 1"})
+			fe.Send(&pgproto3.Query{String: "COMMIT"})
+			codes, _ := await(6)
+			if len(codes) == 0 || codes[0] != "55Z01" {
+				t.Errorf("codes %v, want the UPDATE under token 41 refused (55Z01)", codes)
+			}
+			e.wantUntouched(t)
+		})
 	}
-	e.wantUntouched(t)
-}
-
-// TestLoopHandOverMidTransactionLargeReply: the same, the session leaving
-// the loop on a reply over the read buffer while the UPDATE under the
-// stale token waits in the client's buffer.
-func TestLoopHandOverMidTransactionLargeReply(t *testing.T) {
-	e := staleEnv(t)
-	fe, await := loopRawConn(t, e, "loop2-mid-tx-large")
-	fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 200"})
-	fe.Send(&pgproto3.Query{String: "BEGIN"})
-	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = balance WHERE id = 1"})
-	fe.Send(&pgproto3.Query{String: "SELECT repeat('x', 200000), set_config('lock.fencing_token', '41', true)"})
-	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1 WHERE id = 1"})
-	fe.Send(&pgproto3.Query{String: "COMMIT"})
-	codes, _ := await(6)
-	if len(codes) == 0 || codes[0] != "55Z01" {
-		t.Errorf("codes %v, want the UPDATE under token 41 refused (55Z01)", codes)
-	}
-	e.wantUntouched(t)
 }
 
 // TestLoopHandOverMidExtendedLargeBind: an extended sequence under the
@@ -256,18 +244,7 @@ func TestHeldMessageDuringCopyIn(t *testing.T) {
 					Fencing: &gate.Config{Analyzer: gate.NewAnalyzer(1024)}}).Addr
 			}
 			app := "loop2-copy-held-" + relay
-			conn := dialBare(t, addr)
-			conn.Write(startupPacket(t, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app}))
-			fe := pgproto3.NewFrontend(conn, conn)
-			for {
-				msg, err := fe.Receive()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
-					break
-				}
-			}
+			conn, fe := readyConnAt(t, addr, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app})
 			fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/9'; SET lock.fencing_token = 1"})
 			fe.Send(&pgproto3.Query{String: "SET client_encoding = 'UTF8'; COPY accounts FROM STDIN"})
 			if err := fe.Flush(); err != nil {
