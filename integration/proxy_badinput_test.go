@@ -101,13 +101,20 @@ func readyConnAt(t *testing.T, addr string, params map[string]string) (net.Conn,
 	conn := dialBare(t, addr)
 	conn.Write(startupPacket(t, params))
 	fe := pgproto3.NewFrontend(conn, conn)
+	receiveUntil[*pgproto3.ReadyForQuery](t, fe)
+	return conn, fe
+}
+
+// receiveUntil reads fe's messages up to the first of type T and returns it.
+func receiveUntil[T pgproto3.BackendMessage](t *testing.T, fe *pgproto3.Frontend) T {
+	t.Helper()
 	for {
 		msg, err := fe.Receive()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
-			return conn, fe
+		if m, ok := msg.(T); ok {
+			return m
 		}
 	}
 }

@@ -250,15 +250,7 @@ func TestHeldMessageDuringCopyIn(t *testing.T) {
 			if err := fe.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				msg, err := fe.Receive()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, ok := msg.(*pgproto3.CopyInResponse); ok {
-					break
-				}
-			}
+			receiveUntil[*pgproto3.CopyInResponse](t, fe)
 			fe.Send(&pgproto3.Query{String: "SELECT 1"})
 			if err := fe.Flush(); err != nil {
 				t.Fatal(err)
@@ -297,15 +289,7 @@ func TestHeldMessageAfterCopyData(t *testing.T) {
 			if err := fe.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				msg, err := fe.Receive()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, ok := msg.(*pgproto3.CopyInResponse); ok {
-					break
-				}
-			}
+			receiveUntil[*pgproto3.CopyInResponse](t, fe)
 		}
 		fe.Send(&pgproto3.CopyData{Data: []byte("7\n")})
 		fe.Send(&pgproto3.CopyDone{})
