@@ -204,3 +204,35 @@ func TestShutdownInProcessTimeout(t *testing.T) {
 	}
 	waitBackendGone(t, e, "ip_stuck")
 }
+
+// TestShutdownWaitsForOpenExtendedSequence: a session that has sent Parse,
+// Bind and Execute but not yet its Sync is not idle (the server ran the
+// Execute in an implicit transaction): a graceful Shutdown lets it reach
+// its Sync and ReadyForQuery, then ends it with 57P01.
+func TestShutdownWaitsForOpenExtendedSequence(t *testing.T) {
+	e := newEnv(t)
+	conn := readyConn(t, e, "ip_ext_open")
+	fe := pgproto3.NewFrontend(conn, conn)
+	fe.Send(&pgproto3.Parse{Query: "SELECT 1"})
+	fe.Send(&pgproto3.Bind{})
+	fe.Send(&pgproto3.Execute{})
+	fe.Send(&pgproto3.Flush{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	receiveUntil[*pgproto3.CommandComplete](t, fe)
+	done := make(chan error, 1)
+	go func() { done <- e.proxy.Shutdown(t.Context()) }()
+	time.Sleep(200 * time.Millisecond) // Shutdown has closed the idle sessions by now
+	fe.Send(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if z := receiveUntil[*pgproto3.ReadyForQuery](t, fe); z.TxStatus != 'I' {
+		t.Fatalf("status %q after Sync", z.TxStatus)
+	}
+	expectFatalFE(t, fe, conn, "57P01")
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}

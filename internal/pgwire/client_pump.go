@@ -314,6 +314,15 @@ func (s *session) sent(typ byte) {
 	case 'Q', 'S', 'F':
 		s.stateMu.Lock()
 		s.inflight++
+		if typ == 'S' {
+			s.extOpen = false
+		}
+		s.stateMu.Unlock()
+	case 'P', 'B', 'E', 'D', 'C':
+		// An extended sequence is open until its Sync: the server may be
+		// running an Execute that a graceful shutdown must let finish.
+		s.stateMu.Lock()
+		s.extOpen = true
 		s.stateMu.Unlock()
 	}
 }
@@ -351,7 +360,11 @@ func (s *session) forwardBind(n int, portal, stmt string, rest int) error {
 	s.uw.WriteByte(0)
 	s.uw.WriteString(stmt)
 	s.uw.WriteByte(0)
-	return s.cr.copyBody(s.uw, rest)
+	if err := s.cr.copyBody(s.uw, rest); err != nil {
+		return err
+	}
+	s.sent('B')
+	return nil
 }
 
 func bindError(err error) error {

@@ -70,8 +70,9 @@
 // sessions: other goroutines post it work (close, shutdown).
 //
 // Serve's ctx ends everything at once. Shutdown is the graceful path: it
-// closes the listeners, closes idle sessions (ReadyForQuery status 'I' and
-// no Query, Sync or FunctionCall awaiting its ReadyForQuery) with 57P01,
+// closes the listeners, closes idle sessions (ReadyForQuery status 'I', no
+// Query, Sync or FunctionCall awaiting its ReadyForQuery, and no extended
+// sequence open without its Sync) with 57P01,
 // lets the others run until the ReadyForQuery that leaves them idle, and
 // when its ctx ends closes the rest with 57P01.
 //

@@ -72,11 +72,13 @@ type session struct {
 	// Shutdown state. draining is set by Server.Shutdown (or at creation
 	// during one); proxying once the pumps run; inflight counts the Query,
 	// Sync and FunctionCall messages forwarded whose ReadyForQuery has not
-	// come back; txStatus is the last ReadyForQuery's status.
+	// come back; extOpen, an extended-protocol message forwarded since the
+	// last Sync; txStatus is the last ReadyForQuery's status.
 	stateMu  sync.Mutex
 	draining bool
 	proxying bool
 	inflight int
+	extOpen  bool
 	txStatus byte
 }
 
