@@ -441,6 +441,10 @@ func (lp *looped) clientMessage() (next, moved bool) {
 	s := lp.s
 	mark := s.cr.mark()
 	typ, n, _ := s.cr.header()
+	if err := s.checkClientMessage(typ, n); err != nil {
+		lp.clientGone(err) // refused here, as the goroutine relay would, not after a hand-over
+		return false, false
+	}
 	if !s.cr.holds(n) || (typ == 'Q' || typ == 'P') && n > loopMaxText {
 		s.cr.rewind(mark)
 		reason := leaveLargeMessage

@@ -4,6 +4,8 @@ package pgwire
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // rawRelays are the relays of relays, with the client's end of the
@@ -103,23 +106,35 @@ func TestRelayHandOverUpstreamBacklogged(t *testing.T) {
 // body its length announces, whichever relays it.
 func TestRelayRefusesBadHeaderAtOnce(t *testing.T) {
 	for _, r := range rawRelays {
-		t.Run(r.name, func(t *testing.T) {
-			fe, conn, _ := r.start(t)
-			if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
-				t.Fatalf("client got %q", got)
-			}
-			if _, err := conn.Write([]byte{'Z', 0, 0, 3, 0xe8}); err != nil {
-				t.Fatal(err)
-			}
-			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-			m, err := fe.Receive()
-			if err != nil {
-				t.Fatalf("no answer to a refused header: %v", err)
-			}
-			if e, ok := m.(*pgproto3.ErrorResponse); !ok || e.Code != codeProtocolViolation {
-				t.Fatalf("got %#v, want an ErrorResponse 08P01", m)
-			}
-		})
+		for _, header := range [][]byte{
+			{'Z', 0, 0, 3, 0xe8}, // a body of 996 bytes
+			{'Z', 0, 1, 0, 0},    // 64 KiB: over the loop's buffer, refused before any hand-over
+		} {
+			t.Run(fmt.Sprintf("%s/%d", r.name, binary.BigEndian.Uint32(header[1:])), func(t *testing.T) {
+				testRefusesBadHeaderAtOnce(t, r.start, header)
+			})
+		}
+	}
+}
+
+func testRefusesBadHeaderAtOnce(t *testing.T, start func(testing.TB) (*pgproto3.Frontend, net.Conn, *session), header []byte) {
+	fe, conn, s := start(t)
+	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
+		t.Fatalf("client got %q", got)
+	}
+	if _, err := conn.Write(header); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	m, err := fe.Receive()
+	if err != nil {
+		t.Fatalf("no answer to a refused header: %v", err)
+	}
+	if e, ok := m.(*pgproto3.ErrorResponse); !ok || e.Code != codeProtocolViolation {
+		t.Fatalf("got %#v, want an ErrorResponse 08P01", m)
+	}
+	if left := testutil.ToFloat64(s.srv.metrics.loopLeaves.WithLabelValues(leaveLargeMessage)); left != 0 {
+		t.Errorf("fenceproxy_event_loop_leaves_total{reason=large_message} = %v: handed over before the refusal", left)
 	}
 }
 
