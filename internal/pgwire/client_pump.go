@@ -35,6 +35,9 @@ func (s *session) pumpClient() error {
 		if err != nil {
 			return s.clientReadFailed(err)
 		}
+		if err := s.checkClientMessage(typ, n); err != nil {
+			return err
+		}
 		if stop, err := s.clientStep(typ, n, &relayed); stop || err != nil {
 			return err
 		}
@@ -60,14 +63,11 @@ func (s *session) clientReadFailed(err error) error {
 	return nil
 }
 
-// clientStep relays one client message whose header has been read. stop
-// reports the end of the session, with a *clientError when the client is
-// refused; errWaitSettled (event loop only) means the message must be read
-// again once gate has settled.
+// clientStep relays one client message whose header has been read and
+// passed checkClientMessage. stop reports the end of the session, with a
+// *clientError when the client is refused; errWaitSettled (event loop
+// only) means the message must be read again once gate has settled.
 func (s *session) clientStep(typ byte, n int, relayed *byteCount) (stop bool, err error) {
-	if err := s.checkClientMessage(typ, n); err != nil {
-		return true, err
-	}
 	if err := s.clientMessage(typ, n); err != nil {
 		var ce *clientError
 		switch {
@@ -314,16 +314,17 @@ func (s *session) sent(typ byte) {
 	case 'Q', 'S', 'F':
 		s.stateMu.Lock()
 		s.inflight++
-		if typ == 'S' {
-			s.extOpen = false
-		}
 		s.stateMu.Unlock()
+		if typ == 'S' {
+			s.extOpen.Store(false)
+		}
 	case 'P', 'B', 'E', 'D', 'C':
 		// An extended sequence is open until its Sync: the server may be
 		// running an Execute that a graceful shutdown must let finish.
-		s.stateMu.Lock()
-		s.extOpen = true
-		s.stateMu.Unlock()
+		// (Loaded first: no store, no lock, on every message of a sequence.)
+		if !s.extOpen.Load() {
+			s.extOpen.Store(true)
+		}
 	}
 }
 

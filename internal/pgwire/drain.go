@@ -10,7 +10,7 @@ import (
 func (s *session) drain() {
 	s.stateMu.Lock()
 	s.draining = true
-	idle := s.proxying && s.inflight == 0 && s.txStatus == 'I' && !s.extOpen
+	idle := s.proxying && s.inflight == 0 && s.txStatus == 'I' && !s.extOpen.Load()
 	s.stateMu.Unlock()
 	if idle {
 		s.log.Info("closing idle session for shutdown")
@@ -62,5 +62,5 @@ func shutdownError() *pgproto3.ErrorResponse {
 func (s *session) readyForQuery() bool {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
-	return s.draining && s.inflight == 0 && s.txStatus == 'I' && !s.extOpen
+	return s.draining && s.inflight == 0 && s.txStatus == 'I' && !s.extOpen.Load()
 }

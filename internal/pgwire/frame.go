@@ -20,9 +20,9 @@ const maxStartupLen = 10000
 // own, without holding bodies it is not asked to decode.
 //
 // Over a net.Conn every call blocks until it has what it needs. Over an
-// event loop's socket (loop.go) the source returns errAgain when nothing is
-// ready; the loop then asks for a message only once whole() reports it
-// buffered, so no call past whole() ever needs the source, and a message can
+// event loop's socket (fd_linux.go) the source returns errAgain when
+// nothing is ready; the loop then reads a message only once ready() reports
+// it buffered whole, so no later call needs the source, and a message can
 // be read again from its start (mark, rewind).
 type reader struct {
 	src  io.Reader

@@ -19,13 +19,15 @@ import (
 // epoll_wait for any of its sessions' sockets and reading only what epoll
 // reported ready, with system calls that do not go through the Go
 // scheduler. Two goroutines per session, each blocking in its own read,
-// cost about 1.5 times as much CPU per transaction (docs/performance.md).
+// cost about 1.2 to 1.45 times as much CPU per transaction
+// (docs/performance.md).
 //
 // The loop runs the same per-message code as the goroutine relay
 // (clientStep, upstreamStep) on messages buffered whole. A session leaves
 // the loop for good, and the goroutine relay takes it over with what is
 // buffered, when a message is larger than the read buffer (a big row, a
-// COPY): streaming it needs a goroutine that can block. A client message
+// COPY: streaming it needs a goroutine that can block) or would hold the
+// loop long (loopMaxText, loopSlowStep). A client message
 // that must wait for gate to settle (Decision.Wait) is read again, from its
 // start, once the upstream replies have settled it.
 
@@ -567,7 +569,7 @@ func (lp *looped) end() {
 }
 
 // handOver gives the session back to the goroutine relay (takeBack), with
-// everything buffered, for a message larger than the read buffer.
+// everything buffered, for the reason given (a leave* metric label).
 func (lp *looped) handOver(reason string, typ byte, n int) {
 	lp.s.srv.metrics.loopLeaves.WithLabelValues(reason).Inc()
 	lp.s.log.Debug("leaving the event loop", "reason", reason, "type", string(typ), "bytes", n+headerLen)
@@ -607,10 +609,8 @@ func (s *session) takeBack(lp *looped) bool {
 		if client != nil {
 			// Best effort: tell the client why before closing.
 			client.SetWriteDeadline(time.Now().Add(time.Second))
-			buf, _ := fatal(codeConnectionFailure, "fenceproxy: internal error: cannot go on relaying the session").Encode(nil)
 			s.cw.Reset(client)
-			s.cw.Write(buf)
-			s.cw.Flush()
+			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: internal error: cannot go on relaying the session"))
 			client.Close()
 		}
 		if upstream != nil {

@@ -72,13 +72,14 @@ type session struct {
 	// Shutdown state. draining is set by Server.Shutdown (or at creation
 	// during one); proxying once the pumps run; inflight counts the Query,
 	// Sync and FunctionCall messages forwarded whose ReadyForQuery has not
-	// come back; extOpen, an extended-protocol message forwarded since the
-	// last Sync; txStatus is the last ReadyForQuery's status.
+	// come back; extOpen (atomic, not under stateMu), an extended-protocol
+	// message forwarded since the last Sync; txStatus is the last
+	// ReadyForQuery's status.
 	stateMu  sync.Mutex
 	draining bool
 	proxying bool
 	inflight int
-	extOpen  bool
+	extOpen  atomic.Bool
 	txStatus byte
 }
 
