@@ -32,19 +32,50 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # PgBouncer: the bench-compare harness's smoke test (TestCompareHarness).
 { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; } || missing+=(pgbouncer)
 
-if [ ${#missing[@]} -gt 0 ]; then
-	sudo=()
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null 2>&1 || {
-			echo "install-test-deps: missing ${missing[*]}: run as root, or apt-get install them" >&2
-			exit 1
-		}
-		sudo=(sudo)
+# as_root runs a command as root: directly, or through sudo.
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo "$@"
+	else
+		echo "install-test-deps: needs root for: $*: run as root, or run it yourself" >&2
+		exit 1
 	fi
+}
+
+if [ ${#missing[@]} -gt 0 ]; then
 	echo "install-test-deps: installing Debian packages: ${missing[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	"${sudo[@]}" apt-get update -q -o DPkg::Lock::Timeout=600
-	"${sudo[@]}" apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+	as_root apt-get update -q -o DPkg::Lock::Timeout=600
+	as_root apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+fi
+
+# The C guard (ext/fence_guard), for the guard tests that run both
+# implementations: the server's headers and PGXS (postgresql-server-dev-NN,
+# NN the server the tests use, found as internal/pgcluster finds it), then
+# the library built into that server's $libdir (make only rebuilds what
+# changed).
+pg_bin=${PG_BIN:-}
+if [ -z "$pg_bin" ] && command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
+	pg_bin=$(pg_config --bindir)
+fi
+[ -n "$pg_bin" ] || pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+pg_config_bin=$pg_bin/pg_config
+[ -x "$pg_config_bin" ] || pg_config_bin=$(command -v pg_config)
+pgxs=$("$pg_config_bin" --pgxs)
+if [ ! -f "$pgxs" ]; then
+	major=$("$pg_config_bin" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+	echo "install-test-deps: installing Debian package postgresql-server-dev-$major (for ext/fence_guard)" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	as_root apt-get update -q -o DPkg::Lock::Timeout=600
+	as_root apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "postgresql-server-dev-$major"
+fi
+libdir=$("$pg_config_bin" --pkglibdir)
+make -s -C ext/fence_guard PG_CONFIG="$pg_config_bin"
+if ! cmp -s ext/fence_guard/fence_guard.so "$libdir/fence_guard.so"; then
+	echo "install-test-deps: installing ext/fence_guard into $libdir" >&2
+	as_root make -s -C ext/fence_guard PG_CONFIG="$pg_config_bin" install
 fi
 
 if [ ! -f "$NODE_DIR/node_modules/pg/package.json" ]; then

@@ -14,7 +14,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
-const protectUsage = `Usage: fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove]
+const protectUsage = `Usage: fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove] [--guard auto|c|plpgsql]
 
 Installs the database guard: for every table under resources: with
 require_token: true, a trigger on the table, its partitions and inheritance
@@ -25,6 +25,10 @@ whether the write comes through the proxy or straight to PostgreSQL, through a
 view, rule, trigger, function or FK cascade. As a superuser it also installs
 event triggers that refuse DDL on those tables (ALTER, DROP, RENAME, COMMENT,
 DROP SCHEMA … CASCADE, …) without a check; otherwise it says they are missing.
+
+The trigger function fence.guard is PL/pgSQL, or C (a few times cheaper per
+write statement) when the library ext/fence_guard is installed in the server
+and protect runs as a superuser; --guard chooses.
 
 Run it as the role that ran fenceproxy migrate (or a superuser), after
 migrate. Running it again changes only what differs from the config; a table
@@ -39,6 +43,7 @@ func runProtect(ctx context.Context, args []string, getenv func(string) string, 
 	cfgPath := fs.String("config", getenv("FENCEPROXY_CONFIG"), "config `file` (YAML) whose resources: name the tables")
 	dryRun := fs.Bool("dry-run", false, "print the SQL it would run, change nothing")
 	remove := fs.Bool("remove", false, "take the guard out: every guard trigger, the registry, the event triggers")
+	impl := fs.String("guard", "auto", "fence.guard's `implementation`: auto (c when the role is a superuser and the library is installed, else plpgsql), c, or plpgsql")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
@@ -59,12 +64,17 @@ func runProtect(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		entries = guardEntries(cfg)
 	}
+	if *impl == "auto" {
+		*impl = guard.GuardAuto
+	} else if *impl != guard.GuardC && *impl != guard.GuardPLpgSQL {
+		return fmt.Errorf("--guard %q: want auto, c or plpgsql", *impl)
+	}
 	conn, err := connectAdmin(ctx, *dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	rep, err := guard.Protect(ctx, pgxhwm.Querier{Conn: conn}, entries, guard.Options{DryRun: *dryRun, Remove: *remove})
+	rep, err := guard.Protect(ctx, pgxhwm.Querier{Conn: conn}, entries, guard.Options{DryRun: *dryRun, Remove: *remove, Guard: *impl})
 	if err != nil {
 		return err
 	}

@@ -40,8 +40,9 @@ func (e Entry) String() string {
 
 // Options change what Protect does.
 type Options struct {
-	DryRun bool // run it all in a transaction, report the SQL, roll back
-	Remove bool // take the guard out: registry, triggers, event triggers
+	DryRun bool   // run it all in a transaction, report the SQL, roll back
+	Remove bool   // take the guard out: registry, triggers, event triggers
+	Guard  string // fence.guard's implementation: GuardAuto, GuardC or GuardPLpgSQL
 }
 
 // Report says what Protect did, or would do.
@@ -71,7 +72,7 @@ func Protect(ctx context.Context, q hwm.Querier, entries []Entry, opts Options) 
 	if opts.Remove {
 		err = r.remove(ctx)
 	} else {
-		err = r.install(ctx, entries)
+		err = r.install(ctx, entries, opts.Guard)
 	}
 	if err != nil {
 		return Report{}, err
@@ -135,9 +136,9 @@ func (r *runner) note(format string, args ...any) {
 	r.rep.Notes = append(r.rep.Notes, fmt.Sprintf(format, args...))
 }
 
-// install writes the registry rows of entries, syncs the triggers and
-// creates the event triggers.
-func (r *runner) install(ctx context.Context, entries []Entry) error {
+// install writes the registry rows of entries, syncs the triggers, sets
+// fence.guard's implementation and creates the event triggers.
+func (r *runner) install(ctx context.Context, entries []Entry, guardImpl string) error {
 	all, err := resolveAll(ctx, r.q, entries)
 	if err != nil {
 		return err
@@ -160,6 +161,9 @@ func (r *runner) install(ctx context.Context, entries []Entry) error {
 		}
 	}
 	if err := r.sync(ctx); err != nil {
+		return err
+	}
+	if err := r.implementation(ctx, guardImpl); err != nil {
 		return err
 	}
 	return r.eventTriggers(ctx, len(tables) > 0)

@@ -30,6 +30,19 @@ type env struct {
 	pg   *pgcluster.Cluster
 	name string
 	app  string
+	impl string // fence.guard's implementation protect installs (guard.GuardAuto: as protect decides)
+}
+
+// eachImpl runs f in a fresh env under each implementation of fence.guard:
+// what the guard refuses must not depend on which one runs.
+func eachImpl(t *testing.T, f func(t *testing.T, e env)) {
+	for _, impl := range []string{guard.GuardPLpgSQL, guard.GuardC} {
+		t.Run(impl, func(t *testing.T) {
+			e := newEnv(t)
+			e.impl = impl
+			f(t, e)
+		})
+	}
 }
 
 const schemaSQL = `
@@ -96,6 +109,9 @@ func (e env) connect(t *testing.T, user string) *pgx.Conn {
 
 func (e env) protect(t *testing.T, opts guard.Options) guard.Report {
 	t.Helper()
+	if opts.Guard == guard.GuardAuto {
+		opts.Guard = e.impl
+	}
 	rep, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: e.connect(t, pgcluster.Superuser)}, entries, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -139,73 +155,75 @@ func check(token int, resource string) string {
 // 55Z02 without a check, and allowed after CALL fence.check in the same
 // transaction.
 func TestWritePathsBypassingProxy(t *testing.T) {
-	e := newEnv(t)
-	e.protect(t, guard.Options{})
-	app := e.connect(t, e.app)
-	paths := []struct {
-		name, resource string
-		stmts          []string
-	}{
-		{"insert", "jobs", []string{"INSERT INTO jobs VALUES (1, 1)"}},
-		{"update", "jobs", []string{"UPDATE jobs SET v = 2"}},
-		{"delete", "jobs", []string{"DELETE FROM jobs WHERE id = 1"}},
-		{"merge", "jobs", []string{"MERGE INTO jobs j USING (VALUES (5)) v(x) ON j.id = v.x WHEN NOT MATCHED THEN INSERT VALUES (5, 0)"}},
-		{"upsert", "jobs", []string{"INSERT INTO jobs VALUES (5, 1) ON CONFLICT (id) DO UPDATE SET v = 9"}},
-		{"data-modifying CTE", "jobs", []string{"WITH x AS (INSERT INTO jobs VALUES (6, 0) RETURNING 1) SELECT count(*) FROM x"}},
-		{"truncate", "jobs", []string{"TRUNCATE jobs"}},
-		{"view", "jobs", []string{"INSERT INTO jobs_v VALUES (7, 0)"}},
-		{"rule", "jobs", []string{"INSERT INTO ruled VALUES (8)"}},
-		{"trigger on another table", "jobs", []string{"INSERT INTO jobs_log VALUES (9)"}},
-		{"function", "jobs", []string{"SELECT jobs_fn()"}},
-		{"procedure", "jobs", []string{"CALL jobs_proc()"}},
-		{"DO block", "jobs", []string{"DO $$BEGIN UPDATE jobs SET v = 3; END$$"}},
-		{"FK ON DELETE CASCADE", "kids", []string{"DELETE FROM parent WHERE id = 1"}},
-		{"TRUNCATE CASCADE", "kids", []string{"TRUNCATE parent CASCADE"}},
-		{"TRUNCATE two tables", "jobs", []string{"TRUNCATE softt, jobs"}},
-		{"partition directly", "ev", []string{"INSERT INTO events_1 VALUES (1, 5)"}},
-		{"partitioned parent", "ev", []string{"INSERT INTO events VALUES (1, 6)"}},
-		{"inheritance parent", "base", []string{"DELETE FROM base"}},
-		{"inheritance child", "base", []string{"INSERT INTO base_kid VALUES (1)"}},
-		{"mixed-case table", "mixed", []string{"INSERT INTO \"Mixed\" VALUES (1)"}},
-	}
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			err := run(t, app, append([]string{"BEGIN"}, append(p.stmts, "COMMIT")...)...)
-			if code(t, errors.Unwrap(err)) != "55Z02" {
-				t.Fatalf("without a check: %v, want 55Z02", err)
-			}
-			err = run(t, app, append([]string{"BEGIN", check(10, p.resource)}, append(p.stmts, "COMMIT")...)...)
-			if err != nil {
-				t.Fatalf("after the check: %v", err)
-			}
-		})
-	}
+	eachImpl(t, func(t *testing.T, e env) {
+		e.protect(t, guard.Options{})
+		app := e.connect(t, e.app)
+		paths := []struct {
+			name, resource string
+			stmts          []string
+		}{
+			{"insert", "jobs", []string{"INSERT INTO jobs VALUES (1, 1)"}},
+			{"update", "jobs", []string{"UPDATE jobs SET v = 2"}},
+			{"delete", "jobs", []string{"DELETE FROM jobs WHERE id = 1"}},
+			{"merge", "jobs", []string{"MERGE INTO jobs j USING (VALUES (5)) v(x) ON j.id = v.x WHEN NOT MATCHED THEN INSERT VALUES (5, 0)"}},
+			{"upsert", "jobs", []string{"INSERT INTO jobs VALUES (5, 1) ON CONFLICT (id) DO UPDATE SET v = 9"}},
+			{"data-modifying CTE", "jobs", []string{"WITH x AS (INSERT INTO jobs VALUES (6, 0) RETURNING 1) SELECT count(*) FROM x"}},
+			{"truncate", "jobs", []string{"TRUNCATE jobs"}},
+			{"view", "jobs", []string{"INSERT INTO jobs_v VALUES (7, 0)"}},
+			{"rule", "jobs", []string{"INSERT INTO ruled VALUES (8)"}},
+			{"trigger on another table", "jobs", []string{"INSERT INTO jobs_log VALUES (9)"}},
+			{"function", "jobs", []string{"SELECT jobs_fn()"}},
+			{"procedure", "jobs", []string{"CALL jobs_proc()"}},
+			{"DO block", "jobs", []string{"DO $$BEGIN UPDATE jobs SET v = 3; END$$"}},
+			{"FK ON DELETE CASCADE", "kids", []string{"DELETE FROM parent WHERE id = 1"}},
+			{"TRUNCATE CASCADE", "kids", []string{"TRUNCATE parent CASCADE"}},
+			{"TRUNCATE two tables", "jobs", []string{"TRUNCATE softt, jobs"}},
+			{"partition directly", "ev", []string{"INSERT INTO events_1 VALUES (1, 5)"}},
+			{"partitioned parent", "ev", []string{"INSERT INTO events VALUES (1, 6)"}},
+			{"inheritance parent", "base", []string{"DELETE FROM base"}},
+			{"inheritance child", "base", []string{"INSERT INTO base_kid VALUES (1)"}},
+			{"mixed-case table", "mixed", []string{"INSERT INTO \"Mixed\" VALUES (1)"}},
+		}
+		for _, p := range paths {
+			t.Run(p.name, func(t *testing.T) {
+				err := run(t, app, append([]string{"BEGIN"}, append(p.stmts, "COMMIT")...)...)
+				if code(t, errors.Unwrap(err)) != "55Z02" {
+					t.Fatalf("without a check: %v, want 55Z02", err)
+				}
+				err = run(t, app, append([]string{"BEGIN", check(10, p.resource)}, append(p.stmts, "COMMIT")...)...)
+				if err != nil {
+					t.Fatalf("after the check: %v", err)
+				}
+			})
+		}
+	})
 }
 
 // TestCopyFromStdin is COPY FROM STDIN, the bulk path, both ways.
 func TestCopyFromStdin(t *testing.T) {
-	e := newEnv(t)
-	e.protect(t, guard.Options{})
-	app := e.connect(t, e.app)
-	copyIn := func() error {
-		_, err := app.PgConn().CopyFrom(t.Context(), strings.NewReader("50\t1\n51\t1\n"), "COPY jobs FROM STDIN")
-		return err
-	}
-	if err := copyIn(); code(t, err) != "55Z02" {
-		t.Fatalf("COPY without a check: %v", err)
-	}
-	run(t, app, "BEGIN", check(3, "jobs"))
-	if err := copyIn(); err != nil {
-		t.Fatalf("COPY after a check: %v", err)
-	}
-	if err := run(t, app, "COMMIT"); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	app.QueryRow(t.Context(), "SELECT count(*) FROM jobs").Scan(&n)
-	if n != 2 {
-		t.Fatalf("rows = %d, want 2", n)
-	}
+	eachImpl(t, func(t *testing.T, e env) {
+		e.protect(t, guard.Options{})
+		app := e.connect(t, e.app)
+		copyIn := func() error {
+			_, err := app.PgConn().CopyFrom(t.Context(), strings.NewReader("50\t1\n51\t1\n"), "COPY jobs FROM STDIN")
+			return err
+		}
+		if err := copyIn(); code(t, err) != "55Z02" {
+			t.Fatalf("COPY without a check: %v", err)
+		}
+		run(t, app, "BEGIN", check(3, "jobs"))
+		if err := copyIn(); err != nil {
+			t.Fatalf("COPY after a check: %v", err)
+		}
+		if err := run(t, app, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		app.QueryRow(t.Context(), "SELECT count(*) FROM jobs").Scan(&n)
+		if n != 2 {
+			t.Fatalf("rows = %d, want 2", n)
+		}
+	})
 }
 
 // TestCheckStates covers the ways a check can be in effect or not: first
@@ -213,64 +231,66 @@ func TestCopyFromStdin(t *testing.T) {
 // released savepoint, undone by ROLLBACK TO, a check for another resource,
 // a check-only call, a later transaction, and REPEATABLE READ.
 func TestCheckStates(t *testing.T) {
-	e := newEnv(t)
-	e.protect(t, guard.Options{})
-	app := e.connect(t, e.app)
-	ins := "INSERT INTO jobs VALUES ((SELECT coalesce(max(id), 0) + 1 FROM jobs), 0)"
-	cases := []struct {
-		name   string
-		script []string
-		ok     bool
-	}{
-		{"no check", []string{"BEGIN", ins, "COMMIT"}, false},
-		{"first token inserts the mark", []string{"BEGIN", check(5, "jobs"), ins, "COMMIT"}, true},
-		{"equal token only locks", []string{"BEGIN", check(5, "jobs"), ins, "COMMIT"}, true},
-		{"rising token updates", []string{"BEGIN", check(6, "jobs"), ins, "COMMIT"}, true},
-		{"check committed earlier", []string{"BEGIN", ins, "COMMIT"}, false},
-		{"other resource", []string{"BEGIN", check(6, "other"), ins, "COMMIT"}, false},
-		{"check only", []string{"BEGIN", "CALL fence.check('6', 'jobs', '', '', false, false)", ins, "COMMIT"}, false},
-		{"released savepoint, equal", []string{"BEGIN", "SAVEPOINT a", check(6, "jobs"), "RELEASE a", ins, "COMMIT"}, true},
-		{"released savepoint, rising", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "RELEASE a", ins, "COMMIT"}, true},
-		{"rolled back, equal", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "ROLLBACK TO a", ins, "COMMIT"}, false},
-		{"rolled back, rising", []string{"BEGIN", "SAVEPOINT a", check(8, "jobs"), "ROLLBACK TO a", ins, "COMMIT"}, false},
-		{"rolled back, first token", []string{"BEGIN", "SAVEPOINT a", check(1, "fresh"), "ROLLBACK TO a", "INSERT INTO \"Mixed\" VALUES (1)", "COMMIT"}, false},
-		{"inner savepoint", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "SAVEPOINT b", ins, "ROLLBACK TO b", ins, "COMMIT"}, true},
-		{"check then savepoint rollback of a later one", []string{"BEGIN", check(7, "jobs"), "SAVEPOINT b", check(7, "jobs"), "ROLLBACK TO b", ins, "COMMIT"}, true},
-		{"repeatable read", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
-		{"repeatable read, equal", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
-		{"autocommit after a transaction's check", []string{ins}, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := run(t, app, c.script...)
-			switch {
-			case c.ok && err != nil:
-				t.Fatalf("refused: %v", err)
-			case !c.ok && code(t, errors.Unwrap(err)) != "55Z02":
-				t.Fatalf("got %v, want 55Z02", err)
-			}
-		})
-	}
+	eachImpl(t, func(t *testing.T, e env) {
+		e.protect(t, guard.Options{})
+		app := e.connect(t, e.app)
+		ins := "INSERT INTO jobs VALUES ((SELECT coalesce(max(id), 0) + 1 FROM jobs), 0)"
+		cases := []struct {
+			name   string
+			script []string
+			ok     bool
+		}{
+			{"no check", []string{"BEGIN", ins, "COMMIT"}, false},
+			{"first token inserts the mark", []string{"BEGIN", check(5, "jobs"), ins, "COMMIT"}, true},
+			{"equal token only locks", []string{"BEGIN", check(5, "jobs"), ins, "COMMIT"}, true},
+			{"rising token updates", []string{"BEGIN", check(6, "jobs"), ins, "COMMIT"}, true},
+			{"check committed earlier", []string{"BEGIN", ins, "COMMIT"}, false},
+			{"other resource", []string{"BEGIN", check(6, "other"), ins, "COMMIT"}, false},
+			{"check only", []string{"BEGIN", "CALL fence.check('6', 'jobs', '', '', false, false)", ins, "COMMIT"}, false},
+			{"released savepoint, equal", []string{"BEGIN", "SAVEPOINT a", check(6, "jobs"), "RELEASE a", ins, "COMMIT"}, true},
+			{"released savepoint, rising", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "RELEASE a", ins, "COMMIT"}, true},
+			{"rolled back, equal", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "ROLLBACK TO a", ins, "COMMIT"}, false},
+			{"rolled back, rising", []string{"BEGIN", "SAVEPOINT a", check(8, "jobs"), "ROLLBACK TO a", ins, "COMMIT"}, false},
+			{"rolled back, first token", []string{"BEGIN", "SAVEPOINT a", check(1, "fresh"), "ROLLBACK TO a", "INSERT INTO \"Mixed\" VALUES (1)", "COMMIT"}, false},
+			{"inner savepoint", []string{"BEGIN", "SAVEPOINT a", check(7, "jobs"), "SAVEPOINT b", ins, "ROLLBACK TO b", ins, "COMMIT"}, true},
+			{"check then savepoint rollback of a later one", []string{"BEGIN", check(7, "jobs"), "SAVEPOINT b", check(7, "jobs"), "ROLLBACK TO b", ins, "COMMIT"}, true},
+			{"repeatable read", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
+			{"repeatable read, equal", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
+			{"autocommit after a transaction's check", []string{ins}, false},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				err := run(t, app, c.script...)
+				switch {
+				case c.ok && err != nil:
+					t.Fatalf("refused: %v", err)
+				case !c.ok && code(t, errors.Unwrap(err)) != "55Z02":
+					t.Fatalf("got %v, want 55Z02", err)
+				}
+			})
+		}
+	})
 }
 
 // TestAnotherHolder: while another transaction holds the mark's lock, a
 // write without a check of its own is refused at once (NOWAIT), not
 // blocked, and not let through.
 func TestAnotherHolder(t *testing.T) {
-	e := newEnv(t)
-	e.protect(t, guard.Options{})
-	holder, app := e.connect(t, e.app), e.connect(t, e.app)
-	if err := run(t, holder, "BEGIN", check(4, "jobs")); err != nil {
-		t.Fatal(err)
-	}
-	defer run(t, holder, "ROLLBACK")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err := app.Exec(ctx, "INSERT INTO jobs VALUES (77, 0)")
-	if code(t, err) != "55Z02" || time.Since(start) > 2*time.Second {
-		t.Fatalf("got %v after %v, want 55Z02 at once", err, time.Since(start))
-	}
+	eachImpl(t, func(t *testing.T, e env) {
+		e.protect(t, guard.Options{})
+		holder, app := e.connect(t, e.app), e.connect(t, e.app)
+		if err := run(t, holder, "BEGIN", check(4, "jobs")); err != nil {
+			t.Fatal(err)
+		}
+		defer run(t, holder, "ROLLBACK")
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := app.Exec(ctx, "INSERT INTO jobs VALUES (77, 0)")
+		if code(t, err) != "55Z02" || time.Since(start) > 2*time.Second {
+			t.Fatalf("got %v after %v, want 55Z02 at once", err, time.Since(start))
+		}
+	})
 }
 
 // TestDDL needs the event triggers (the test's protect runs as a
@@ -364,44 +384,45 @@ func TestDDL(t *testing.T) {
 // would make the loop over the resources empty) before pg_catalog's is
 // still refused without a check, and allowed after one.
 func TestGuardIgnoresSearchPath(t *testing.T) {
-	e := newEnv(t)
-	e.protect(t, guard.Options{})
-	super := e.connect(t, pgcluster.Superuser)
-	if _, err := super.Exec(t.Context(), "GRANT CREATE ON DATABASE "+e.name+" TO "+e.app); err != nil {
-		t.Fatal(err)
-	}
-	app := e.connect(t, e.app)
-	err := run(t, app, "CREATE SCHEMA evil",
-		"CREATE FUNCTION evil.yes(xid, xid) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
-		"CREATE FUNCTION evil.yes(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
-		"CREATE FUNCTION evil.yes(timestamptz, timestamptz) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
-		"CREATE FUNCTION evil.minus(int, int) RETURNS int LANGUAGE sql AS 'SELECT -1'",
-		"CREATE OPERATOR evil.= (LEFTARG = xid, RIGHTARG = xid, FUNCTION = evil.yes)",
-		"CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.yes)",
-		"CREATE OPERATOR evil.= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = evil.yes)",
-		"CREATE OPERATOR evil.- (LEFTARG = int, RIGHTARG = int, FUNCTION = evil.minus)",
-		"SET search_path = evil, pg_catalog, public")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"INSERT INTO jobs VALUES (1, 1)", "INSERT INTO \"Mixed\" VALUES (1)"} {
-		if err := run(t, app, "BEGIN", s, "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
-			t.Errorf("%s with a hostile search_path, without a check: %v, want 55Z02", s, err)
+	eachImpl(t, func(t *testing.T, e env) {
+		e.protect(t, guard.Options{})
+		super := e.connect(t, pgcluster.Superuser)
+		if _, err := super.Exec(t.Context(), "GRANT CREATE ON DATABASE "+e.name+" TO "+e.app); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// A check of another resource locks a row with our xid: still refused.
-	if err := run(t, app, "BEGIN", check(1, "kids"), "INSERT INTO jobs VALUES (2, 1)", "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
-		t.Errorf("insert after a check of another resource: %v, want 55Z02", err)
-	}
-	if err := run(t, app, "BEGIN", check(1, "jobs"), "INSERT INTO jobs VALUES (3, 1)", "COMMIT"); err != nil {
-		t.Fatalf("insert after the check, same search_path: %v", err)
-	}
-	var ids []int32
-	rows, _ := super.Query(t.Context(), "SELECT id FROM jobs ORDER BY id")
-	ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil || len(ids) != 1 || ids[0] != 3 {
-		t.Fatalf("jobs holds ids %v (%v), want [3]", ids, err)
-	}
+		app := e.connect(t, e.app)
+		err := run(t, app, "CREATE SCHEMA evil",
+			"CREATE FUNCTION evil.yes(xid, xid) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+			"CREATE FUNCTION evil.yes(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+			"CREATE FUNCTION evil.yes(timestamptz, timestamptz) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+			"CREATE FUNCTION evil.minus(int, int) RETURNS int LANGUAGE sql AS 'SELECT -1'",
+			"CREATE OPERATOR evil.= (LEFTARG = xid, RIGHTARG = xid, FUNCTION = evil.yes)",
+			"CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.yes)",
+			"CREATE OPERATOR evil.= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = evil.yes)",
+			"CREATE OPERATOR evil.- (LEFTARG = int, RIGHTARG = int, FUNCTION = evil.minus)",
+			"SET search_path = evil, pg_catalog, public")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"INSERT INTO jobs VALUES (1, 1)", "INSERT INTO \"Mixed\" VALUES (1)"} {
+			if err := run(t, app, "BEGIN", s, "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
+				t.Errorf("%s with a hostile search_path, without a check: %v, want 55Z02", s, err)
+			}
+		}
+		// A check of another resource locks a row with our xid: still refused.
+		if err := run(t, app, "BEGIN", check(1, "kids"), "INSERT INTO jobs VALUES (2, 1)", "COMMIT"); code(t, errors.Unwrap(err)) != "55Z02" {
+			t.Errorf("insert after a check of another resource: %v, want 55Z02", err)
+		}
+		if err := run(t, app, "BEGIN", check(1, "jobs"), "INSERT INTO jobs VALUES (3, 1)", "COMMIT"); err != nil {
+			t.Fatalf("insert after the check, same search_path: %v", err)
+		}
+		var ids []int32
+		rows, _ := super.Query(t.Context(), "SELECT id FROM jobs ORDER BY id")
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil || len(ids) != 1 || ids[0] != 3 {
+			t.Fatalf("jobs holds ids %v (%v), want [3]", ids, err)
+		}
+	})
 }
 
 // TestNarrowedGuardRepaired: a guard trigger narrowed by a WHEN condition
@@ -543,8 +564,11 @@ func TestProtectAsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "not a superuser") {
+	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "fence.guard stays PL/pgSQL") || !strings.Contains(rep.Notes[1], "event triggers") {
 		t.Fatalf("notes: %q", rep.Notes)
+	}
+	if _, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{Guard: guard.GuardC}); err == nil || !strings.Contains(err.Error(), "needs a superuser") {
+		t.Fatalf("--guard c as the owner: %v, want an error", err)
 	}
 	if _, err := c.Exec(ctx, "INSERT INTO jobs VALUES (1)"); code(t, err) != "55Z02" {
 		t.Fatalf("owner's unchecked write: %v", err)
@@ -552,5 +576,72 @@ func TestProtectAsOwner(t *testing.T) {
 	v, err := guard.Verify(ctx, pgxhwm.Querier{Conn: c}, entries[:1])
 	if err != nil || !v.OK() || len(v.Notes) != 1 {
 		t.Fatalf("Verify: %+v, %v", v, err)
+	}
+}
+
+// TestGuardImplementations: protect chooses fence.guard's implementation
+// (auto: C as a superuser with the library installed, as the test
+// dependencies install it), a second run changes nothing, either passes
+// Verify and Status, and a C function that is not this library's guard is
+// reported, not trusted.
+func TestGuardImplementations(t *testing.T) {
+	e := newEnv(t)
+	super := e.connect(t, pgcluster.Superuser)
+	q := pgxhwm.Querier{Conn: super}
+	impl := func() string {
+		t.Helper()
+		var impl string
+		var isSuper bool
+		if err := super.QueryRow(t.Context(), hwm.GuardImplQuery).Scan(&impl, &isSuper); err != nil {
+			t.Fatal(err)
+		}
+		return impl
+	}
+	steps := []struct {
+		mode, want string
+		changes    int // statements that change fence.guard
+	}{
+		{guard.GuardAuto, "c", 1},
+		{guard.GuardAuto, "c", 0},
+		{guard.GuardPLpgSQL, "plpgsql", 1},
+		{guard.GuardPLpgSQL, "plpgsql", 0},
+		{guard.GuardC, "c", 1},
+		{guard.GuardC, "c", 0},
+	}
+	for i, s := range steps {
+		rep := e.protect(t, guard.Options{Guard: s.mode})
+		n := 0
+		for _, sql := range rep.SQL {
+			if strings.Contains(sql, "FUNCTION fence.guard()") {
+				n++
+			}
+		}
+		if got := impl(); got != s.want || n != s.changes || len(rep.Notes) != 0 {
+			t.Fatalf("step %d (%q): fence.guard is %s after %d changes, notes %q; want %s after %d", i, s.mode, got, n, rep.Notes, s.want, s.changes)
+		}
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || !v.OK() {
+			t.Fatalf("step %d: Verify: %+v, %v", i, v, err)
+		}
+		if st, err := hwm.Status(t.Context(), q); err != nil || !st.OK() {
+			t.Fatalf("step %d: Status: %v, %v", i, st, err)
+		}
+	}
+	// The same library under another path, or another symbol: not the guard.
+	libdir := "$libdir"
+	if err := super.QueryRow(t.Context(), "SELECT setting FROM pg_config() WHERE name = 'PKGLIBDIR'").Scan(&libdir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.Exec(t.Context(), "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '"+libdir+"/fence_guard', '"+hwm.CGuardSymbol+"'"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := hwm.Status(t.Context(), q); err != nil || st.OK() || !strings.Contains(st.String(), "fence.guard") {
+		t.Fatalf("Status with fence.guard from another path: %v, %v; want a problem", st, err)
+	}
+	if got := impl(); got != "other" {
+		t.Fatalf("fence.guard from another path is %q, want other", got)
+	}
+	e.protect(t, guard.Options{})
+	if got := impl(); got != "c" {
+		t.Fatalf("after protect: fence.guard is %q, want c", got)
 	}
 }

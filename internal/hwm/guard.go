@@ -157,6 +157,44 @@ BEGIN
 END
 `
 
+// The C guard: ext/fence_guard builds a shared library whose function makes
+// guardBody's decision in C, without a PL/pgSQL call or an SPI query (the
+// README's "What it costs" has both measured): the same fast path, then
+// fence.passed, then 55Z02. fenceproxy protect, as a superuser (only a
+// superuser may create a C function), swaps fence.guard to it with CREATE
+// OR REPLACE, which keeps the function's oid, owner and grants, so every
+// installed trigger follows; PLpgSQLGuardSQL swaps it back. A migration that
+// replaces fence.guard brings back the PL/pgSQL body; protect swaps again.
+const (
+	CGuardLibrary = "$libdir/fence_guard"
+	CGuardSymbol  = "fence_guard_v1" // a new decision gets a new symbol
+)
+
+// CGuardSQL makes fence.guard the C function. PostgreSQL checks the library
+// and the symbol when it runs this: 58P01 when the library is missing,
+// 42883 when it has no such function.
+const CGuardSQL = `CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '` +
+	CGuardLibrary + `', '` + CGuardSymbol + `'`
+
+// PLpgSQLGuardSQL makes fence.guard guardBody again.
+var PLpgSQLGuardSQL = orReplace(unpinned("fence.guard() RETURNS trigger", guardBody))
+
+// GuardImplQuery names fence.guard's implementation: "c" (this binary's C
+// guard), "plpgsql" (guardBody), or "other" (neither: status reports it);
+// and whether the current role is a superuser.
+const GuardImplQuery = `SELECT COALESCE((SELECT ` + guardImplCase + ` FROM pg_catalog.pg_proc AS p
+	WHERE p.oid = pg_catalog.to_regprocedure('fence.guard()')), 'other'),
+	COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = CURRENT_USER), false)`
+
+// guardImplCase is "c", "plpgsql" or "other" for fence.guard's pg_proc row
+// p (guardBody is spliced in, dollar-quoted).
+const guardImplCase = `CASE
+	WHEN p.prolang = (SELECT l.oid FROM pg_catalog.pg_language AS l WHERE l.lanname = 'c')
+		AND p.prosrc = '` + CGuardSymbol + `' AND p.probin = '` + CGuardLibrary + `' THEN 'c'
+	WHEN p.prolang = (SELECT l.oid FROM pg_catalog.pg_language AS l WHERE l.lanname = 'plpgsql')
+		AND p.prosrc = ` + "$guardbody$" + guardBody + "$guardbody$" + ` THEN 'plpgsql'
+	ELSE 'other' END`
+
 // refreshBody recomputes the registry's derived rows from the configured
 // ones and the catalogs: a configured table's resource guards it, its
 // descendants (partitions, inheritance children: a write to them is a write

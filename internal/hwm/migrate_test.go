@@ -157,7 +157,7 @@ func TestStatusProblems(t *testing.T) {
 		{name: "check to PUBLIC", setup: []string{"GRANT EXECUTE ON PROCEDURE fence.check TO PUBLIC"},
 			want: "fence schema version 4: PUBLIC may execute fence.check: any role can raise a mark; REVOKE EXECUTE ON PROCEDURE fence.check(text, text, text, text, boolean, boolean) FROM PUBLIC and GRANT fence_client to the application roles"},
 		{name: "passed not definer", setup: []string{"ALTER FUNCTION fence.passed(text) SECURITY INVOKER"},
-			want: "fence schema version 4: fence.passed or fence.guard differs from version 4's (fence.passed must be SECURITY DEFINER): the database guard cannot be trusted"},
+			want: "fence schema version 4: fence.passed or fence.guard differs from version 4's (fence.passed must be SECURITY DEFINER; fence.guard this version's PL/pgSQL body or the C guard): the database guard cannot be trusted"},
 		{name: "guard routine dropped", setup: []string{"DROP FUNCTION fence.drop_guard()"},
 			want: "fence schema version 4: guard routines missing: fence.drop_guard()"},
 		{name: "old version", setup: []string{"DELETE FROM fence.schema_version"},

@@ -158,7 +158,7 @@ const guardStateQuery = `SELECT
 	COALESCE((SELECT pg_catalog.string_agg(x, ', ' ORDER BY x) FROM pg_catalog.unnest($1::text[]) AS x
 		WHERE pg_catalog.to_regprocedure(x) IS NULL), ''),
 	COALESCE((SELECT p.prosrc = $2 AND p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = pg_catalog.to_regprocedure('fence.passed(text)')), false),
-	COALESCE((SELECT p.prosrc = $3 FROM pg_catalog.pg_proc AS p WHERE p.oid = pg_catalog.to_regprocedure('fence.guard()')), false),
+	COALESCE((SELECT ` + guardImplCase + ` <> 'other' FROM pg_catalog.pg_proc AS p WHERE p.oid = pg_catalog.to_regprocedure('fence.guard()')), false),
 	EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '` + ClientRole + `'),
 	COALESCE((SELECT pg_catalog.bool_or(a.grantee = 0) FROM pg_catalog.pg_proc AS p,
 		pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) AS a
@@ -168,7 +168,7 @@ const guardStateQuery = `SELECT
 func guardProblems(ctx context.Context, q Querier, add func(string, ...any)) error {
 	var table, passedOK, guardOK, role, public bool
 	var missing string
-	err := q.QueryRow(ctx, guardStateQuery, guardRoutines, passedBody, guardBody).Scan(&table, &missing, &passedOK, &guardOK, &role, &public)
+	err := q.QueryRow(ctx, guardStateQuery, guardRoutines, passedBody).Scan(&table, &missing, &passedOK, &guardOK, &role, &public)
 	if err != nil {
 		return wrapErr("status: read the guard's catalogs", err)
 	}
@@ -178,7 +178,7 @@ func guardProblems(ctx context.Context, q Querier, add func(string, ...any)) err
 	case missing != "":
 		add("guard routines missing: %s", missing)
 	case !passedOK || !guardOK:
-		add("fence.passed or fence.guard differs from version %d's (fence.passed must be SECURITY DEFINER): the database guard cannot be trusted", LatestVersion)
+		add("fence.passed or fence.guard differs from version %d's (fence.passed must be SECURITY DEFINER; fence.guard this version's PL/pgSQL body or the C guard): the database guard cannot be trusted", LatestVersion)
 	}
 	if !role {
 		add("role %s is missing: run CREATE ROLE %s NOLOGIN", ClientRole, ClientRole)

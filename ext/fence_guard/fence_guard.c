@@ -1,0 +1,185 @@
+/*
+ * fence_guard: fence.guard() in C, for fenceproxy's database guard.
+ *
+ * fenceproxy protect puts a statement-level trigger, fence_guard, on every
+ * protected table; it calls fence.guard(resource, ...). The PL/pgSQL body
+ * (internal/hwm/guard.go) costs a PL/pgSQL call and an SPI query per write
+ * statement. This is the same decision without either:
+ *
+ *   - fast path: the row of the resource's mark in fence.hwm was locked or
+ *     updated by this top-level transaction (xmax is our xid), or written by
+ *     it (xmin is our xid and updated_at is now()), exactly the PL/pgSQL
+ *     guard's fast path;
+ *   - otherwise it calls fence.passed(resource), the same SQL function the
+ *     PL/pgSQL guard calls (checks inside savepoints and the rare cases);
+ *   - otherwise it refuses with SQLSTATE 55Z02.
+ *
+ * Every doubt (a missing table, column or index, an unexpected shape) goes to
+ * fence.passed, which decides as the PL/pgSQL guard would. The library keeps
+ * no state between calls.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type_d.h"
+#include "commands/trigger.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "nodes/pg_list.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+PG_MODULE_MAGIC;
+
+PG_FUNCTION_INFO_V1(fence_guard_v1);
+
+/* mark_taken_here: the fast path; false means "ask fence.passed". */
+static bool
+mark_taken_here(const char *resource)
+{
+	TransactionId top = GetTopTransactionIdIfAny();
+	Oid			nsp;
+	Oid			relid;
+	AttrNumber	resource_att;
+	AttrNumber	at_att;
+	Relation	rel;
+	Relation	idx = NULL;
+	bool		taken = false;
+
+	if (!TransactionIdIsValid(top))
+		return false;			/* no xid: nothing locked or written */
+	if (!ActiveSnapshotSet())
+		return false;
+	nsp = get_namespace_oid("fence", true);
+	if (!OidIsValid(nsp))
+		return false;
+	relid = get_relname_relid("hwm", nsp);
+	if (!OidIsValid(relid))
+		return false;
+	resource_att = get_attnum(relid, "resource");
+	at_att = get_attnum(relid, "updated_at");
+	if (resource_att == InvalidAttrNumber || at_att == InvalidAttrNumber)
+		return false;
+
+	rel = table_open(relid, AccessShareLock);
+	if (rel->rd_rel->relkind == RELKIND_RELATION &&
+		rel->rd_tableam == GetHeapamTableAmRoutine())
+	{
+		List	   *indexes = RelationGetIndexList(rel);	/* sets rd_pkindex */
+
+		if (OidIsValid(rel->rd_pkindex))
+			idx = index_open(rel->rd_pkindex, AccessShareLock);
+		list_free(indexes);
+	}
+	if (idx != NULL && idx->rd_index->indnkeyatts == 1 &&
+		idx->rd_index->indkey.values[0] == resource_att &&
+		TupleDescAttr(RelationGetDescr(rel), resource_att - 1)->atttypid == TEXTOID &&
+		TupleDescAttr(RelationGetDescr(rel), at_att - 1)->atttypid == TIMESTAMPTZOID)
+	{
+		ScanKeyData key;
+		IndexScanDesc scan;
+		TupleTableSlot *slot = table_slot_create(rel, NULL);
+
+		ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   idx->rd_indcollation[0], F_TEXTEQ,
+							   CStringGetTextDatum(resource));
+		scan = index_beginscan(rel, idx, GetActiveSnapshot(), 1, 0);
+		index_rescan(scan, &key, 1, NULL, 0);
+		while (!taken && index_getnext_slot(scan, ForwardScanDirection, slot))
+		{
+			bool		isnull;
+			TransactionId xmax = DatumGetTransactionId(slot_getsysattr(slot, MaxTransactionIdAttributeNumber, &isnull));
+			TransactionId xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
+			Datum		at = slot_getattr(slot, at_att, &isnull);
+
+			if (TransactionIdEquals(xmax, top))
+				taken = true;
+			else if (TransactionIdEquals(xmin, top) && !isnull &&
+					 DatumGetTimestampTz(at) == GetCurrentTransactionStartTimestamp())
+				taken = true;
+		}
+		index_endscan(scan);
+		ExecDropSingleTupleTableSlot(slot);
+	}
+	if (idx != NULL)
+		index_close(idx, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return taken;
+}
+
+/* passed asks fence.passed(resource), the PL/pgSQL guard's slow path. */
+static bool
+passed(const char *resource)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Oid			fn;
+
+	fn = LookupFuncName(list_make2(makeString("fence"), makeString("passed")),
+						1, argtypes, true);
+	if (!OidIsValid(fn))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("fence.guard: fence.passed(text) is missing"),
+				 errhint("Run fenceproxy migrate.")));
+	return DatumGetBool(OidFunctionCall1(fn, CStringGetTextDatum(resource)));
+}
+
+static const char *
+op_name(TriggerEvent event)
+{
+	if (TRIGGER_FIRED_BY_INSERT(event))
+		return "INSERT";
+	if (TRIGGER_FIRED_BY_UPDATE(event))
+		return "UPDATE";
+	if (TRIGGER_FIRED_BY_DELETE(event))
+		return "DELETE";
+	return "TRUNCATE";
+}
+
+Datum
+fence_guard_v1(PG_FUNCTION_ARGS)
+{
+	TriggerData *td;
+	Trigger    *tg;
+	int			i;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence.guard: not called as a trigger")));
+	td = (TriggerData *) fcinfo->context;
+	if (!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_STATEMENT(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence.guard: must be a BEFORE ... FOR EACH STATEMENT trigger")));
+	tg = td->tg_trigger;
+	for (i = 0; i < tg->tgnargs; i++)
+	{
+		const char *resource = tg->tgargs[i];
+		Relation	rel = td->tg_relation;
+
+		if (mark_taken_here(resource) || passed(resource))
+			continue;
+		ereport(ERROR,
+				(errcode(MAKE_SQLSTATE('5', '5', 'Z', '0', '2')),
+				 errmsg("fencing token required: %s on %s.%s refused: the table is protected by resource \"%s\" and this transaction has not passed a fence check for it",
+						op_name(td->tg_event),
+						quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
+						quote_identifier(RelationGetRelationName(rel)),
+						resource),
+				 errhint("Write through fenceproxy with a fencing token, or CALL fence.check(…) for this resource earlier in the same transaction.")));
+	}
+	return PointerGetDatum(NULL);
+}
