@@ -52,15 +52,16 @@ var guardBenchCases = []guardBenchCase{
 
 // BenchmarkGuardCost measures the database guard (fenceproxy protect):
 // pgbench tpcb-like with the pgbench tables protected and not (c=1 and c=8,
-// -M prepared and simple, a fixed -t), and a 100,000-row COPY FROM STDIN.
-// Each iteration is a round that runs every case twice back to back, guard
-// off and on, in the order off, on in even rounds and on, off in odd ones
-// (A B B A …), so that the two runs of a pair see the same machine and
-// drift hits both alike. Besides TPS, which the shared machine makes noisy,
-// it measures the PostgreSQL server's CPU time (user + system, all of the
-// cluster's processes: see serverCPU) per transaction. It reports the
-// medians, the ratio of the medians and the median of the pairs' ratios
-// (the metric), and prints a table. Run with: make bench-guard
+// -M prepared and simple, a fixed -t), and a 100,000-row COPY FROM STDIN,
+// for each of guardVariants: no guard, the PL/pgSQL fence.guard and the C
+// one. Each iteration is a round that runs every case under the three
+// back to back, in that order in even rounds and reversed in odd ones, so
+// that they see the same machine and drift hits all alike. Besides TPS,
+// which the shared machine makes noisy, it measures the PostgreSQL server's
+// CPU time (user + system, all of the cluster's processes: see serverCPU)
+// per transaction. It reports the medians and, the metric, the median of
+// the rounds' ratios of each guard to no guard, and prints a table. Run
+// with: make bench-guard
 func BenchmarkGuardCost(b *testing.B) {
 	e := newFencedEnv(b, nil)
 	pgbench(b, e.pg, "127.0.0.1", e.pg.Port, e.db, "-i", "-q", "-s", "1")
@@ -89,24 +90,24 @@ func BenchmarkGuardCost(b *testing.B) {
 	for i := 1; i <= 100000; i++ {
 		fmt.Fprintf(&rows, "%d\tsome text %d\t%d\n", i, i, i*3)
 	}
-	type series struct{ tps, cpuPerTx [2][]float64 } // [0] off, [1] on
+	type series struct{ tps, cpuPerTx [3][]float64 } // by guardVariants
 	results := make(map[string]*series)
 	for _, c := range guardBenchCases {
 		results[c.name] = &series{}
 	}
-	var copyMs, copyCPU [2][]float64
+	var copyMs, copyCPU [3][]float64
 	load0 := loadAvg(b)
 	for i := 0; i < b.N; i++ {
-		order := []int{0, 1}
+		order := []int{0, 1, 2}
 		if i%2 == 1 {
-			order = []int{1, 0} // neither always goes first
+			order = []int{2, 1, 0} // none always goes first
 		}
-		// Each case runs off and on back to back, so that the two runs of
-		// a pair see the same machine: the other work on it comes and goes
-		// within seconds and can double the CPU time of a transaction.
+		// Each case runs its variants back to back, so that they see the
+		// same machine: the other work on it comes and goes within
+		// seconds and can double the CPU time of a transaction.
 		for _, c := range guardBenchCases {
-			for _, on := range order {
-				setGuard(b, admin, on == 1)
+			for _, v := range order {
+				setGuard(b, admin, guardVariants[v])
 				// Unmeasured: the first sessions after protect's DDL
 				// rebuild caches that later ones share.
 				pgbench(b, e.pg, "127.0.0.1", e.pg.Port, e.db, "-n", "-f", script, "-c", "2", "-t", "20")
@@ -121,47 +122,49 @@ func BenchmarkGuardCost(b *testing.B) {
 					b.Fatalf("pgbench %s: want %q in\n%s", c.name, want, out)
 				}
 				r := results[c.name]
-				r.tps[on] = append(r.tps[on], tps(b, out))
-				r.cpuPerTx[on] = append(r.cpuPerTx[on], used.Seconds()*1e6/float64(c.clients*c.txs))
+				r.tps[v] = append(r.tps[v], tps(b, out))
+				r.cpuPerTx[v] = append(r.cpuPerTx[v], used.Seconds()*1e6/float64(c.clients*c.txs))
 			}
 		}
-		for _, on := range order {
-			setGuard(b, admin, on == 1)
+		for _, v := range order {
+			setGuard(b, admin, guardVariants[v])
 			before := cpu.read(b)
-			copyMs[on] = append(copyMs[on], copyMillis(b, admin, rows.String()))
-			copyCPU[on] = append(copyCPU[on], float64((cpu.read(b) - before).Milliseconds()))
+			copyMs[v] = append(copyMs[v], copyMillis(b, admin, rows.String()))
+			copyCPU[v] = append(copyCPU[v], float64((cpu.read(b) - before).Milliseconds()))
 		}
 	}
 	load1 := loadAvg(b)
 	var table strings.Builder
-	fmt.Fprintf(&table, "rounds %d, load average %s at the start, %s at the end\n", b.N, load0, load1)
-	fmt.Fprintf(&table, "%-12s %14s %14s %7s %7s %10s %10s %7s %7s\n", "case", "cpu µs/tx off", "cpu µs/tx on", "ratio", "pairs", "tps off", "tps on", "ratio", "pairs")
+	fmt.Fprintf(&table, "rounds %d, load average %s at the start, %s at the end; ratios are the median of each round's on/off\n", b.N, load0, load1)
+	fmt.Fprintf(&table, "%-12s %26s %15s %26s %15s\n", "", "server cpu µs/tx", "cpu ratio", "tps", "tps ratio")
+	fmt.Fprintf(&table, "%-12s %8s %8s %8s %7s %7s %8s %8s %8s %7s %7s\n", "case", "off", "plpgsql", "c", "plpgsql", "c", "off", "plpgsql", "c", "plpgsql", "c")
 	for _, c := range guardBenchCases {
 		r := results[c.name]
-		cOff, cOn, tOff, tOn := median(r.cpuPerTx[0]), median(r.cpuPerTx[1]), median(r.tps[0]), median(r.tps[1])
-		cPairs, tPairs := median(ratios(r.cpuPerTx)), median(ratios(r.tps))
-		fmt.Fprintf(&table, "%-12s %14.1f %14.1f %7.3f %7.3f %10.0f %10.0f %7.3f %7.3f\n", c.name, cOff, cOn, cOn/cOff, cPairs, tOff, tOn, tOn/tOff, tPairs)
-		fmt.Fprintf(&table, "%-12s   cpu µs/tx by round, off %v, on %v\n", "", rounded(r.cpuPerTx[0]), rounded(r.cpuPerTx[1]))
-		b.ReportMetric(cOff, c.name+"-cpu-us/tx-off")
-		b.ReportMetric(cOn, c.name+"-cpu-us/tx-on")
-		b.ReportMetric(cPairs, c.name+"-cpu-ratio")
-		b.ReportMetric(tPairs, c.name+"-tps-ratio")
+		fmt.Fprintf(&table, "%-12s %8.1f %8.1f %8.1f %7.3f %7.3f %8.0f %8.0f %8.0f %7.3f %7.3f\n", c.name,
+			median(r.cpuPerTx[0]), median(r.cpuPerTx[1]), median(r.cpuPerTx[2]),
+			median(ratios(r.cpuPerTx, 1)), median(ratios(r.cpuPerTx, 2)),
+			median(r.tps[0]), median(r.tps[1]), median(r.tps[2]),
+			median(ratios(r.tps, 1)), median(ratios(r.tps, 2)))
+		fmt.Fprintf(&table, "%-12s   cpu µs/tx by round, off %v, plpgsql %v, c %v\n", "", rounded(r.cpuPerTx[0]), rounded(r.cpuPerTx[1]), rounded(r.cpuPerTx[2]))
+		for v := 1; v < 3; v++ {
+			b.ReportMetric(median(ratios(r.cpuPerTx, v)), c.name+"-cpu-ratio-"+guardVariants[v])
+			b.ReportMetric(median(ratios(r.tps, v)), c.name+"-tps-ratio-"+guardVariants[v])
+		}
 	}
-	mOff, mOn, pOff, pOn := median(copyMs[0]), median(copyMs[1]), median(copyCPU[0]), median(copyCPU[1])
-	fmt.Fprintf(&table, "copy 100,000 rows: %.0f ms off, %.0f ms on (%.3f, pairs %.3f); server cpu %.0f ms off, %.0f ms on (%.3f, pairs %.3f)\n",
-		mOff, mOn, mOn/mOff, median(ratios(copyMs)), pOff, pOn, pOn/pOff, median(ratios(copyCPU)))
-	fmt.Fprintf(&table, "copy ms by round, off %v, on %v\n", rounded(copyMs[0]), rounded(copyMs[1]))
-	b.ReportMetric(median(ratios(copyMs)), "copy-ratio")
-	b.ReportMetric(median(ratios(copyCPU)), "copy-cpu-ratio")
+	fmt.Fprintf(&table, "copy 100,000 rows, ms off / plpgsql / c: %.0f / %.0f / %.0f (ratios %.3f, %.3f); server cpu ms %.0f / %.0f / %.0f (ratios %.3f, %.3f)\n",
+		median(copyMs[0]), median(copyMs[1]), median(copyMs[2]), median(ratios(copyMs, 1)), median(ratios(copyMs, 2)),
+		median(copyCPU[0]), median(copyCPU[1]), median(copyCPU[2]), median(ratios(copyCPU, 1)), median(ratios(copyCPU, 2)))
+	fmt.Fprintf(&table, "copy ms by round, off %v, plpgsql %v, c %v\n", rounded(copyMs[0]), rounded(copyMs[1]), rounded(copyMs[2]))
+	b.ReportMetric(median(ratios(copyMs, 2)), "copy-ratio-c")
 	// Printed, not logged: the testing package cuts long benchmark logs.
 	fmt.Print(table.String())
 }
 
-// ratios is on/off of each round's pair.
-func ratios(v [2][]float64) []float64 {
+// ratios is variant v over off (guardVariants[0]) in each round.
+func ratios(v [3][]float64, k int) []float64 {
 	var r []float64
 	for i := range v[0] {
-		r = append(r, v[1][i]/v[0][i])
+		r = append(r, v[k][i]/v[0][i])
 	}
 	return r
 }
@@ -184,16 +187,21 @@ func loadAvg(b *testing.B) string {
 
 var guardBenchTables = []string{"pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history", "copy_target"}
 
-// setGuard protects the pgbench tables and copy_target (resource "bank"),
-// or removes the guard.
-func setGuard(b *testing.B, admin *pgx.Conn, on bool) {
+// guardVariants are what BenchmarkGuardCost compares: no guard, the
+// PL/pgSQL fence.guard and the C one (ext/fence_guard).
+var guardVariants = []string{"off", guard.GuardPLpgSQL, guard.GuardC}
+
+// setGuard protects the pgbench tables and copy_target (resource "bank")
+// with the variant's fence.guard, or removes the guard ("off").
+func setGuard(b *testing.B, admin *pgx.Conn, variant string) {
+	on := variant != "off"
 	var entries []guard.Entry
 	if on {
 		for _, t := range guardBenchTables {
 			entries = append(entries, guard.Entry{Schema: "public", Name: t, Resource: "bank", Where: "bench"})
 		}
 	}
-	if _, err := guard.Protect(b.Context(), pgxhwm.Querier{Conn: admin}, entries, guard.Options{Remove: !on}); err != nil {
+	if _, err := guard.Protect(b.Context(), pgxhwm.Querier{Conn: admin}, entries, guard.Options{Remove: !on, Guard: variant}); err != nil {
 		b.Fatal(err)
 	}
 }
