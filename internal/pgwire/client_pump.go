@@ -248,10 +248,12 @@ func (s *session) waitSettled() error {
 
 // heldInCopy reports, while a client message waits for gate to settle,
 // whether the server waits for COPY data: it started a COPY FROM STDIN
-// and the client has forwarded no CopyDone or CopyFail since gate last
-// settled (one forwarded since may end it). PostgreSQL answers any other
-// message during COPY FROM STDIN with an error, and the replies the held
-// message waits for would never come.
+// (CopyInResponse) or a walsender's CopyBoth mode (CopyBothResponse, to
+// START_REPLICATION), and the client has forwarded no CopyDone or CopyFail
+// since gate last settled (one forwarded since may end it). PostgreSQL
+// answers any other message in either mode with an error (a FATAL one in
+// CopyBoth mode), and the replies the held message waits for would never
+// come.
 func (s *session) heldInCopy() bool {
 	s.gateMu.Lock()
 	defer s.gateMu.Unlock()
@@ -259,7 +261,7 @@ func (s *session) heldInCopy() bool {
 }
 
 func errHeldInCopy() *clientError {
-	return protocolViolation("unexpected message during COPY from stdin: the server waits for copy data (CopyData, CopyDone or CopyFail)")
+	return protocolViolation("unexpected message during COPY from stdin or CopyBoth mode: the server waits for copy data (CopyData, CopyDone or CopyFail)")
 }
 
 // applyBefore carries out what d puts ahead of the client's message: the

@@ -24,13 +24,31 @@ func fakeUpstream(conn net.Conn) {
 		&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("abalance"), DataTypeOID: 23, DataTypeSize: 4, Format: 0}}},
 		&pgproto3.DataRow{Values: [][]byte{[]byte("42")}},
 	}
+	inCopy := false
 	for {
 		msg, err := be.Receive()
 		if err != nil {
 			return
 		}
+		if inCopy {
+			// The server waits for copy data: it answers nothing else.
+			switch msg.(type) {
+			case *pgproto3.CopyDone, *pgproto3.CopyFail:
+				inCopy = false
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("COPY 0")})
+				be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+				be.Flush()
+			}
+			continue
+		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
+			if start := copyStarts[m.String]; start != nil {
+				inCopy = true
+				be.Send(start)
+				be.Flush()
+				continue
+			}
 			be.Send(row[0])
 			switch m.String {
 			case noteQuery: // noted, for tests of what reached the upstream
@@ -93,6 +111,16 @@ const (
 	noteQuery        = "SELECT note"
 	bigThenManyQuery = "SELECT big, many"
 )
+
+// copyStarts are Query texts fakeUpstream answers with the start of a
+// COPY FROM STDIN, or of the CopyBoth mode of a walsender's
+// START_REPLICATION; each also changes client_encoding (gate then holds
+// back a text that may matter until its reply: see
+// TestRelayRefusesHeldMessageDuringCopy).
+var copyStarts = map[string]pgproto3.BackendMessage{
+	"SET client_encoding = 'UTF8'; COPY t FROM STDIN":                    &pgproto3.CopyInResponse{},
+	"SET client_encoding = 'UTF8'; START_REPLICATION SLOT s LOGICAL 0/0": &pgproto3.CopyBothResponse{},
+}
 
 // noted receives a value for each noteQuery fakeUpstream is sent.
 var noted = make(chan struct{}, 16)

@@ -38,8 +38,10 @@ type session struct {
 	gateMu sync.Mutex    // serializes the two directions' calls into gate
 	gate   *gate.Session // fencing decisions for this session
 	encBuf []byte        // scratch for encoding injected messages (client direction)
-	// COPY FROM STDIN, under gateMu (heldInCopy): copyIn, the server's
-	// CopyInResponse relayed and the copy not ended by the server since;
+	// COPY FROM STDIN or CopyBoth mode, under gateMu (heldInCopy): copyIn,
+	// the server's CopyInResponse or CopyBothResponse relayed and the copy
+	// not ended by the server since (CommandComplete, ErrorResponse or
+	// ReadyForQuery);
 	// copyEnds, the client's CopyDone and CopyFail forwarded; copyEndsRef,
 	// copyEnds when gate last settled.
 	copyIn                bool

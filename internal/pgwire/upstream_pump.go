@@ -102,7 +102,7 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	v := s.gate.Server(r)
 	settled := s.gate.Settled()
 	switch typ {
-	case 'G':
+	case 'G', 'W':
 		s.copyIn = true
 	case 'C', 'E', 'Z':
 		s.copyIn = false
@@ -117,8 +117,9 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		s.inflight = max(s.inflight-1, 0)
 		s.stateMu.Unlock()
 	}
-	if settled || typ == 'G' {
-		// A CopyInResponse wakes a held message too: see heldInCopy.
+	if settled || typ == 'G' || typ == 'W' {
+		// A CopyInResponse or CopyBothResponse wakes a held message too:
+		// see heldInCopy.
 		select {
 		case s.settled <- struct{}{}:
 		default:
