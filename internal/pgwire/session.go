@@ -156,6 +156,11 @@ func (s *session) run(ctx context.Context) {
 		s.sendClient(fatal(codeTooManyConnections, fmt.Sprintf("fenceproxy: too many client connections (max_client_conns is %d)", s.srv.cfg.maxClientConns())))
 		return
 	}
+	if v, ok := startup.Parameters["replication"]; ok && walsender(v) {
+		s.log.Info("replication connection refused", "user", startup.Parameters["user"], "replication", v)
+		s.sendClient(fatal(codeFeatureNotSupported, "fenceproxy: replication connections are not supported (startup parameter replication="+v+"); connect to the server directly"))
+		return
+	}
 	if err := s.connectUpstream(startup); err != nil {
 		s.srv.metrics.refusedConns.WithLabelValues(failUpstreamConnect).Inc()
 		s.log.Warn("upstream connect failed", "err", err)
