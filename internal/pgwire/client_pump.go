@@ -210,9 +210,17 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 	for {
 		s.gateMu.Lock()
 		d := s.gate.Client(m)
+		settled := s.gate.Settled()
 		s.gateMu.Unlock()
 		if !d.Wait {
 			return d, nil
+		}
+		if settled {
+			// Nothing in flight can settle gate: asked again, it would
+			// answer the same, and the relay would spin (or the loop
+			// requeue the message) for good.
+			s.log.Error("gate holds a message back with nothing in flight", "type", string(m.Type))
+			return d, errWaitSettledGate()
 		}
 		if err := s.writeMessages(d.Before); err != nil {
 			return d, err
@@ -258,6 +266,12 @@ func (s *session) heldInCopy() bool {
 	s.gateMu.Lock()
 	defer s.gateMu.Unlock()
 	return s.copyIn && s.copyEnds == s.copyEndsRef
+}
+
+// errWaitSettledGate ends a session whose gate answered Wait with every
+// reply arrived: a bug in gate, reported as one.
+func errWaitSettledGate() *clientError {
+	return &clientError{code: codeInternalError, msg: "fenceproxy: internal error: a message was held back with no reply outstanding; the session cannot continue"}
 }
 
 func errHeldInCopy() *clientError {

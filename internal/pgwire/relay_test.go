@@ -170,8 +170,18 @@ func tcpPair(tb testing.TB) (net.Conn, net.Conn) {
 
 func startRelay(tb testing.TB, cfg Config, clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn) (*pgproto3.Frontend, *session) {
 	tb.Helper()
-	go fakeUpstream(upstreamEnd)
+	return startRelayWith(tb, cfg, fakeUpstream, nil, clientEnd, proxyClient, proxyUp, upstreamEnd)
+}
+
+// startRelayWith is startRelay with the upstream served by fake and, when
+// setup is not nil, the session passed to setup before its startup probe.
+func startRelayWith(tb testing.TB, cfg Config, fake func(net.Conn), setup func(*session), clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn) (*pgproto3.Frontend, *session) {
+	tb.Helper()
+	go fake(upstreamEnd)
 	s := NewServer(cfg).newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
+	if setup != nil {
+		setup(s)
+	}
 	if err := s.startupProbe(); err != nil {
 		tb.Fatal(err)
 	}
@@ -217,6 +227,23 @@ var (
 		&pgproto3.Execute{}, &pgproto3.Sync{},
 	}
 )
+
+// relayWith starts a session relayed as relay names ("pipe", "loop" or
+// "goroutines"), as startRelayWith does, and returns the client's end.
+func relayWith(tb testing.TB, relay string, fake func(net.Conn), setup func(*session)) (*pgproto3.Frontend, net.Conn, *session) {
+	tb.Helper()
+	var clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn
+	if relay == "pipe" {
+		clientEnd, proxyClient = net.Pipe()
+		proxyUp, upstreamEnd = net.Pipe()
+	} else {
+		clientEnd, proxyClient = tcpPair(tb)
+		proxyUp, upstreamEnd = tcpPair(tb)
+	}
+	cfg := Config{Upstream: "fake", GoroutineRelay: relay == "goroutines"}
+	fe, s := startRelayWith(tb, cfg, fake, setup, clientEnd, proxyClient, proxyUp, upstreamEnd)
+	return fe, clientEnd, s
+}
 
 // relays are the ways a session is relayed: goroutines over net.Pipe, the
 // event loop over TCP, goroutines over TCP.

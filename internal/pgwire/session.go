@@ -35,9 +35,9 @@ type session struct {
 	ur *reader       // from upstream
 	uw *bufio.Writer // to upstream; written by the client reader
 
-	gateMu sync.Mutex    // serializes the two directions' calls into gate
-	gate   *gate.Session // fencing decisions for this session
-	encBuf []byte        // scratch for encoding injected messages (client direction)
+	gateMu sync.Mutex // serializes the two directions' calls into gate
+	gate   gater      // fencing decisions for this session
+	encBuf []byte     // scratch for encoding injected messages (client direction)
 	// COPY FROM STDIN or CopyBoth mode, under gateMu (heldInCopy): copyIn,
 	// the server's CopyInResponse or CopyBothResponse relayed and the copy
 	// not ended by the server since (CommandComplete, ErrorResponse or
@@ -83,6 +83,15 @@ type session struct {
 	inflight int
 	extOpen  atomic.Bool
 	txStatus byte
+}
+
+// gater is what the relay asks of a session's fencing state machine: a
+// *gate.Session (a stub in tests).
+type gater interface {
+	Client(gate.Msg) gate.Decision
+	Server(gate.Reply) gate.Verdict
+	Settled() bool
+	Probe() []pgproto3.FrontendMessage
 }
 
 // newRelay returns a session that relays between client and upstream, two

@@ -20,6 +20,7 @@ const (
 	ProgramLimitExceeded    = "54000" // program_limit_exceeded
 	StatementTooComplex     = "54001" // statement_too_complex
 	AdminShutdown           = "57P01" // admin_shutdown
+	InternalError           = "XX000" // internal_error
 )
 
 // fenceproxy's fencing codes (class 55, object_not_in_prerequisite_state;
