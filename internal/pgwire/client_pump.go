@@ -13,12 +13,13 @@ import (
 
 // pumpClient forwards client messages upstream until the client leaves,
 // showing gate the messages it decides on.
-// It returns a *clientError when the client's input must be refused.
+// It returns a *clientError when the client's input must be refused, and a
+// *writeError when writing upstream failed.
 func (s *session) pumpClient() error {
 	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
 	defer relayed.flush()
-	if flushPending(s.uPending) != nil {
-		return nil
+	if err := flushPending(s.uPending); err != nil {
+		return &writeError{upstream: true, err: err}
 	}
 	if s.waitFirst {
 		// Handed over by the event loop while a message waited for gate.
@@ -44,7 +45,7 @@ func (s *session) pumpClient() error {
 		if s.cr.idle() {
 			relayed.flush()
 			if err := s.uw.Flush(); err != nil {
-				return nil
+				return err
 			}
 		}
 	}
@@ -65,15 +66,16 @@ func (s *session) clientReadFailed(err error) error {
 
 // clientStep relays one client message whose header has been read and
 // passed checkClientMessage. stop reports the end of the session, with a
-// *clientError when the client is refused; errWaitSettled (event loop
-// only) means the message must be read again once gate has settled.
+// *clientError when the client is refused and a *writeError when writing
+// upstream failed; errWaitSettled (event loop only) means the message must
+// be read again once gate has settled.
 func (s *session) clientStep(typ byte, n int, relayed *byteCount) (stop bool, err error) {
 	if err := s.clientMessage(typ, n); err != nil {
 		var ce *clientError
 		switch {
 		case err == errWaitSettled:
 			return false, err
-		case errors.As(err, &ce):
+		case errors.As(err, &ce) || upstreamWriteFailed(err):
 			return true, err
 		case !isClosed(err):
 			s.log.Info("client message", "type", string(typ), "err", err)

@@ -114,8 +114,8 @@ const ioBufferSize = 32 * 1024
 // buffered readers and writers on both connections.
 func (s *session) attach(upstream net.Conn) {
 	s.upstream = upstream
-	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(s.client, ioBufferSize)
-	s.ur, s.uw = newReader(upstream), bufio.NewWriterSize(upstream, ioBufferSize)
+	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(toClient(s.client), ioBufferSize)
+	s.ur, s.uw = newReader(upstream), bufio.NewWriterSize(toUpstream(upstream), ioBufferSize)
 }
 
 func (s *session) close() {
@@ -224,10 +224,13 @@ func (s *session) proxy() {
 		<-done
 		// Drop whatever part of an upstream message was left unsent, so the
 		// ErrorResponse starts on a message boundary.
-		s.cw.Reset(s.client)
+		s.cw.Reset(toClient(s.client))
 		s.sendClient(fatal(ce.code, ce.msg))
-	} else if s.adminStop.Load() {
-		<-done // the upstream reader is telling the client why
+	} else if s.adminStop.Load() || upstreamWriteFailed(err) {
+		// The upstream reader is telling the client why: the upstream
+		// connection broke, and its reads end too (08006, or the server's
+		// own FATAL error read before the end).
+		<-done
 	}
 	s.close()
 	<-done

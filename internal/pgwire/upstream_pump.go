@@ -63,7 +63,7 @@ func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) 
 		}
 		if s.adminStop.Load() {
 			if !s.looped() {
-				s.cw.Reset(s.client) // drop the unsent part of the message
+				s.cw.Reset(toClient(s.client)) // drop the unsent part of the message
 			}
 			s.sendClient(shutdownError())
 		}
