@@ -64,6 +64,20 @@ func fakeUpstream(conn net.Conn) {
 				for range manyRows {
 					be.Send(&pgproto3.DataRow{Values: [][]byte{rowValue}})
 				}
+			case cutErrorQuery: // the header of a 1000-byte ErrorResponse, 100 bytes of it, and a reset
+				be.Flush()
+				conn.Write(append([]byte{'E', 0, 0, 0x03, 0xec}, make([]byte, 100)...))
+				time.Sleep(50 * time.Millisecond) // the proxy is reading the body
+				if tc, ok := conn.(*net.TCPConn); ok {
+					tc.SetLinger(0)
+				}
+				conn.Close()
+				return
+			case badReadyQuery: // a ReadyForQuery of two bytes
+				be.Flush()
+				conn.Write([]byte{'Z', 0, 0, 0, 6, 'I', 'I'})
+				io.Copy(io.Discard, conn)
+				return
 			case bigRowQuery: // one row larger than the proxy's buffers
 				be.Send(&pgproto3.DataRow{Values: [][]byte{bigValue}})
 			case manyRowsQuery: // more than the sockets hold
@@ -106,6 +120,9 @@ const (
 	bigRowQuery   = "SELECT big"
 	manyRowsQuery = "SELECT many"
 	manyRows      = 20_000
+
+	cutErrorQuery = "SELECT cut" // the upstream resets in the middle of its reply
+	badReadyQuery = "SELECT bad" // the upstream sends a malformed ReadyForQuery
 
 	discardQuery     = "SELECT discard"
 	noteQuery        = "SELECT note"

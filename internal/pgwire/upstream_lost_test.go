@@ -66,3 +66,23 @@ func testUpstreamResetWhileClientWrites(t *testing.T, relay string) {
 	}()
 	wantError(t, fe, s, codeConnectionFailure)
 }
+
+// TestRelayUpstreamBrokenReply: a server reply the proxy reads whole
+// before relaying (an ErrorResponse) cut short by the upstream's end gives
+// the client 08006, and a reply that cannot be decoded (a ReadyForQuery of
+// two bytes) 08P01, whichever relays the session: the goroutine relay
+// closed the client's connection without a word.
+func TestRelayUpstreamBrokenReply(t *testing.T) {
+	for _, relay := range []string{"pipe", "loop", "goroutines"} {
+		for q, code := range map[string]string{cutErrorQuery: codeConnectionFailure, badReadyQuery: codeProtocolViolation} {
+			t.Run(relay+"/"+q, func(t *testing.T) {
+				fe, _, s := relayWith(t, relay, fakeUpstream, nil)
+				fe.Send(&pgproto3.Query{String: q})
+				if err := fe.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				wantError(t, fe, s, code)
+			})
+		}
+	}
+}

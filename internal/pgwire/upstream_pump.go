@@ -61,6 +61,12 @@ func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) 
 			s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
 			return true
 		}
+		var lost *upstreamLost
+		if errors.As(err, &lost) {
+			// Nothing of the message reached the client: tell it why.
+			s.upstreamReadFailed(lost.err)
+			return true
+		}
 		if s.adminStop.Load() {
 			if !s.looped() {
 				s.cw.Reset(toClient(s.client)) // drop the unsent part of the message
@@ -91,10 +97,10 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	switch typ {
 	case 'E', 'Z', 'S':
 		if body, err = s.ur.body(n); err != nil {
-			return false, err
+			return false, &upstreamLost{err}
 		}
 		if r, err = decodeReply(typ, body); err != nil {
-			return false, err
+			return false, &replyError{fmt.Sprintf("malformed server reply %q: %v", typ, err)}
 		}
 		closing = r.Error != nil && (r.Error.Severity == "FATAL" || r.Error.Severity == "PANIC")
 	}
@@ -127,13 +133,16 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	}
 	switch v.Act {
 	case gate.Fail:
-		return false, &replyError{reason: v.Reason}
+		return false, &replyError{"unmatched server reply: " + v.Reason}
 	case gate.Replace:
 		s.srv.metrics.refusal(v.Error.Code)
 		return closing, s.writeClient(v.Error)
 	case gate.Hide:
 		if body == nil {
-			return false, s.ur.discard(n)
+			if err := s.ur.discard(n); err != nil {
+				return false, &upstreamLost{err}
+			}
+			return false, nil
 		}
 		return closing, nil
 	}
@@ -172,8 +181,17 @@ func decodeReply(typ byte, body []byte) (gate.Reply, error) {
 	return r, nil
 }
 
-// replyError is a server reply gate could not match to what was sent: the
-// session ends rather than shift every later answer by one.
-type replyError struct{ reason string }
+// replyError is a server reply gate could not match to what was sent, or
+// one that cannot be decoded: the session ends rather than shift every
+// later answer by one.
+type replyError struct{ msg string }
 
-func (e *replyError) Error() string { return "unmatched server reply: " + e.reason }
+func (e *replyError) Error() string { return e.msg }
+
+// upstreamLost is a failed read of the upstream in the middle of a message
+// the proxy reads whole before relaying (or hides): nothing of it has
+// reached the client, which can be told why the session ends.
+type upstreamLost struct{ err error }
+
+func (e *upstreamLost) Error() string { return e.err.Error() }
+func (e *upstreamLost) Unwrap() error { return e.err }
