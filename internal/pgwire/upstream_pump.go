@@ -54,25 +54,7 @@ func (s *session) upstreamReadFailed(err error) {
 func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) {
 	closing, err := s.upstreamMessage(typ, n)
 	if err != nil {
-		var re *replyError // declared here: errors.As moves it to the heap
-		if errors.As(err, &re) {
-			s.log.Error("ending session", "err", err)
-			s.cw.Flush()
-			s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
-			return true
-		}
-		var lost *upstreamLost
-		if errors.As(err, &lost) {
-			// Nothing of the message reached the client: tell it why.
-			s.upstreamReadFailed(lost.err)
-			return true
-		}
-		if s.adminStop.Load() {
-			if !s.looped() {
-				s.cw.Reset(toClient(s.client)) // drop the unsent part of the message
-			}
-			s.sendClient(shutdownError())
-		}
+		s.upstreamMessageFailed(err)
 		return true
 	}
 	relayed.add(n + headerLen)
@@ -85,6 +67,30 @@ func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) 
 		return true
 	}
 	return false
+}
+
+// upstreamMessageFailed tells the client, when it can, why relaying an
+// upstream message (upstreamMessage's err) ends the session: a reply that
+// fits nothing or cannot be decoded, the upstream's end in the middle of a
+// message nothing of which reached the client, or a shutdown. Otherwise
+// the client itself is gone, or has part of a streamed message that no
+// error can follow.
+func (s *session) upstreamMessageFailed(err error) {
+	var re *replyError
+	var lost *upstreamLost
+	switch {
+	case errors.As(err, &re):
+		s.log.Error("ending session", "err", err)
+		s.cw.Flush()
+		s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
+	case errors.As(err, &lost):
+		s.upstreamReadFailed(lost.err)
+	case s.adminStop.Load():
+		if !s.looped() {
+			s.cw.Reset(toClient(s.client)) // drop the unsent part of the message
+		}
+		s.sendClient(shutdownError())
+	}
 }
 
 // upstreamMessage relays one upstream message whose header has been read,
