@@ -20,13 +20,14 @@ func (s *session) relayAuth() error {
 		}
 		body, err := s.ur.body(n)
 		if err != nil {
+			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: upstream closed the connection during authentication"))
 			return err
 		}
 		switch typ {
 		case 'K':
 			var k pgproto3.BackendKeyData
 			if err := k.Decode(body); err != nil {
-				return err
+				return s.authReplyMalformed(typ, err)
 			}
 			s.key = s.srv.cancels.register(upstreamKey{addr: s.srv.cfg.Upstream, pid: k.ProcessID, secret: k.SecretKey})
 			if err := s.writeClient(s.key); err != nil {
@@ -40,7 +41,7 @@ func (s *session) relayAuth() error {
 		if typ == 'S' {
 			r, err := decodeReply(typ, body)
 			if err != nil {
-				return err
+				return s.authReplyMalformed(typ, err)
 			}
 			s.gate.Server(r)
 		}
@@ -70,6 +71,14 @@ func (s *session) relayAuth() error {
 	}
 }
 
+// authReplyMalformed tells the client that the upstream's reply of type
+// typ during authentication cannot be decoded, and returns the error.
+func (s *session) authReplyMalformed(typ byte, err error) error {
+	err = fmt.Errorf("malformed server reply %q during authentication: %w", typ, err)
+	s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()))
+	return err
+}
+
 // startupProbe asks the server, hidden from the client, whether the new
 // session holds a fencing token (from startup parameters in any form, or
 // role and database defaults), before the client may send its first query.
@@ -87,6 +96,7 @@ func (s *session) startupProbe() error {
 			return err
 		}
 		if _, err := s.upstreamMessage(typ, n); err != nil {
+			s.upstreamMessageFailed(err)
 			return err
 		}
 	}

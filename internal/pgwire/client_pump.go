@@ -13,12 +13,13 @@ import (
 
 // pumpClient forwards client messages upstream until the client leaves,
 // showing gate the messages it decides on.
-// It returns a *clientError when the client's input must be refused.
+// It returns a *clientError when the client's input must be refused, and a
+// *writeError when writing upstream failed.
 func (s *session) pumpClient() error {
 	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
 	defer relayed.flush()
-	if flushPending(s.uPending) != nil {
-		return nil
+	if err := flushPending(s.uPending); err != nil {
+		return &writeError{upstream: true, err: err}
 	}
 	if s.waitFirst {
 		// Handed over by the event loop while a message waited for gate.
@@ -44,7 +45,7 @@ func (s *session) pumpClient() error {
 		if s.cr.idle() {
 			relayed.flush()
 			if err := s.uw.Flush(); err != nil {
-				return nil
+				return err
 			}
 		}
 	}
@@ -65,15 +66,16 @@ func (s *session) clientReadFailed(err error) error {
 
 // clientStep relays one client message whose header has been read and
 // passed checkClientMessage. stop reports the end of the session, with a
-// *clientError when the client is refused; errWaitSettled (event loop
-// only) means the message must be read again once gate has settled.
+// *clientError when the client is refused and a *writeError when writing
+// upstream failed; errWaitSettled (event loop only) means the message must
+// be read again once gate has settled.
 func (s *session) clientStep(typ byte, n int, relayed *byteCount) (stop bool, err error) {
 	if err := s.clientMessage(typ, n); err != nil {
 		var ce *clientError
 		switch {
 		case err == errWaitSettled:
 			return false, err
-		case errors.As(err, &ce):
+		case errors.As(err, &ce) || upstreamWriteFailed(err):
 			return true, err
 		case !isClosed(err):
 			s.log.Info("client message", "type", string(typ), "err", err)
@@ -210,9 +212,17 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 	for {
 		s.gateMu.Lock()
 		d := s.gate.Client(m)
+		settled := s.gate.Settled()
 		s.gateMu.Unlock()
 		if !d.Wait {
 			return d, nil
+		}
+		if settled {
+			// Nothing in flight can settle gate: asked again, it would
+			// answer the same, and the relay would spin (or the loop
+			// requeue the message) for good.
+			s.log.Error("gate holds a message back with nothing in flight", "type", string(m.Type))
+			return d, errWaitSettledGate()
 		}
 		if err := s.writeMessages(d.Before); err != nil {
 			return d, err
@@ -248,18 +258,26 @@ func (s *session) waitSettled() error {
 
 // heldInCopy reports, while a client message waits for gate to settle,
 // whether the server waits for COPY data: it started a COPY FROM STDIN
-// and the client has forwarded no CopyDone or CopyFail since gate last
-// settled (one forwarded since may end it). PostgreSQL answers any other
-// message during COPY FROM STDIN with an error, and the replies the held
-// message waits for would never come.
+// (CopyInResponse) or a walsender's CopyBoth mode (CopyBothResponse, to
+// START_REPLICATION), and the client has forwarded no CopyDone or CopyFail
+// since gate last settled (one forwarded since may end it). PostgreSQL
+// answers any other message in either mode with an error (a FATAL one in
+// CopyBoth mode), and the replies the held message waits for would never
+// come.
 func (s *session) heldInCopy() bool {
 	s.gateMu.Lock()
 	defer s.gateMu.Unlock()
 	return s.copyIn && s.copyEnds == s.copyEndsRef
 }
 
+// errWaitSettledGate ends a session whose gate answered Wait with every
+// reply arrived: a bug in gate, reported as one.
+func errWaitSettledGate() *clientError {
+	return &clientError{code: codeInternalError, msg: "fenceproxy: internal error: a message was held back with no reply outstanding; the session cannot continue"}
+}
+
 func errHeldInCopy() *clientError {
-	return protocolViolation("unexpected message during COPY from stdin: the server waits for copy data (CopyData, CopyDone or CopyFail)")
+	return protocolViolation("unexpected message during COPY from stdin or CopyBoth mode: the server waits for copy data (CopyData, CopyDone or CopyFail)")
 }
 
 // applyBefore carries out what d puts ahead of the client's message: the

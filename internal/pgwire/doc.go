@@ -84,12 +84,21 @@
 //   - 08001 the upstream cannot be reached, or its TLS negotiation or
 //     certificate verification failed (the reason is in the message)
 //   - 08006 the upstream was lost mid-session or during authentication
+//     (its end read, or a write to it failed), unless the server said why
+//     itself (a FATAL error); not when part of a streamed message (a
+//     large DataRow, CopyData) has reached the client: no error can follow
+//     half a message, and the connection just closes
 //   - 08P01 a malformed startup packet, an invalid message length, an
 //     unknown message type, a malformed decoded message, or a message over
-//     Config.MaxMessageBytes
+//     Config.MaxMessageBytes; a server reply that cannot be decoded or
+//     matched to what was sent; a client message held back while the
+//     server waits for copy data
+//   - 0A000 a replication connection (startup parameter replication)
 //   - 28000 a plaintext client when Config.RequireClientTLS is set
 //   - 53300 a client beyond Config.MaxClientConns
 //   - 57P01 the proxy is shutting down
+//   - XX000 the fencing state held a message back with no reply
+//     outstanding (a bug in gate)
 //
 // # Logs
 //

@@ -24,6 +24,7 @@ const (
 	codeInvalidAuthorization = sqlstate.InvalidAuthorization
 	codeTooManyConnections   = sqlstate.TooManyConnections
 	codeAdminShutdown        = sqlstate.AdminShutdown
+	codeInternalError        = sqlstate.InternalError
 )
 
 // fatal builds the ErrorResponse the proxy sends before closing a connection.

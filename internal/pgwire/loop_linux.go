@@ -79,6 +79,7 @@ type looped struct {
 	crelay       byteCount // client to upstream
 	urelay       byteCount // upstream to client
 	clientWait   bool      // a client message waits for gate to settle
+	upstreamDown bool      // a write upstream failed: the client is no longer read
 	queued       bool      // in loop.again, or being served this turn
 	gone         bool      // ended or handed back
 	handBack     bool      // handed back to the goroutine relay
@@ -226,12 +227,15 @@ func (s *session) relayInLoop() bool {
 		s.srv.metrics.relays.WithLabelValues(relayGoroutines).Inc()
 		return false
 	}
-	s.srv.metrics.relays.WithLabelValues(relayLoop).Inc()
 	if s.uw.Flush() != nil {
+		// The upstream is gone: the goroutine relay reads its end and
+		// tells the client why.
 		closeFD(lp.cfd)
 		closeFD(lp.ufd)
-		return true
+		s.srv.metrics.relays.WithLabelValues(relayGoroutines).Inc()
+		return false
 	}
+	s.srv.metrics.relays.WithLabelValues(relayLoop).Inc()
 	s.cw.Flush()
 	// The sockets are now the duplicates' alone: closing the originals
 	// takes them out of Go's poller.
@@ -241,8 +245,8 @@ func (s *session) relayInLoop() bool {
 		loopHandingOver(s)
 	}
 	s.cr.src, s.ur.src = lp.csrc, lp.usrc
-	s.cw.Reset(lp.csink)
-	s.uw.Reset(lp.usink)
+	s.cw.Reset(toClient(lp.csink))
+	s.uw.Reset(toUpstream(lp.usink))
 	s.inLoop = true
 	s.stateMu.Lock()
 	s.lp = lp
@@ -326,7 +330,7 @@ func (lp *looped) serve() {
 			return
 		}
 		progress := false
-		if !lp.clientWait && len(lp.usink.pending) == 0 {
+		if !lp.clientWait && !lp.upstreamDown && len(lp.usink.pending) == 0 {
 			progress = lp.clientTurn() || progress
 		}
 		if lp.gone {
@@ -363,10 +367,18 @@ func (lp *looped) flushSinks() bool {
 		return false
 	}
 	if err := lp.usink.flushPending(); err != nil {
-		lp.end()
-		return false
+		lp.upstreamFailed()
 	}
 	return true
+}
+
+// upstreamFailed stops relaying the client once a write upstream failed:
+// the upstream connection is broken, and its end, read next, tells the
+// client why (upstreamReadFailed: 08006, unless the server's own FATAL
+// error came first), as the goroutine relay does.
+func (lp *looped) upstreamFailed() {
+	lp.upstreamDown = true
+	lp.usink.pending = nil
 }
 
 // clientTurn relays the client's whole buffered messages; it reports
@@ -399,7 +411,7 @@ func (lp *looped) clientTurn() (progress bool) {
 	}
 	lp.crelay.flush()
 	if err := s.uw.Flush(); err != nil {
-		lp.end()
+		lp.upstreamFailed()
 	}
 	return progress
 }
@@ -465,13 +477,14 @@ func (lp *looped) clientMessage() (next, moved bool) {
 		return false, false
 	case stop:
 		lp.clientGone(err)
+		return false, true
 	case time.Since(start) > loopSlowStep:
 		lp.crelay.flush()
 		if s.uw.Flush() != nil {
-			lp.end()
-		} else {
-			lp.handOver(leaveSlowMessage, typ, n)
+			lp.upstreamFailed()
+			return false, true
 		}
+		lp.handOver(leaveSlowMessage, typ, n)
 	}
 	return true, true
 }
@@ -517,10 +530,15 @@ func (lp *looped) requeue() {
 }
 
 // clientGone ends the session after the client direction stopped: err is
-// a *clientError when the client's input was refused.
+// a *clientError when the client's input was refused. When writing
+// upstream failed, the session ends once the upstream's end is read.
 func (lp *looped) clientGone(err error) {
 	s := lp.s
 	var ce *clientError
+	if upstreamWriteFailed(err) {
+		lp.upstreamFailed()
+		return
+	}
 	if errors.As(err, &ce) {
 		s.srv.metrics.refusedConns.WithLabelValues(failProtocol).Inc()
 		s.log.Info("client message refused", "err", err)
@@ -609,7 +627,7 @@ func (s *session) takeBack(lp *looped) bool {
 		if client != nil {
 			// Best effort: tell the client why before closing.
 			client.SetWriteDeadline(time.Now().Add(time.Second))
-			s.cw.Reset(client)
+			s.cw.Reset(toClient(client))
 			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: internal error: cannot go on relaying the session"))
 			client.Close()
 		}

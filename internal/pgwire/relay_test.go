@@ -24,13 +24,31 @@ func fakeUpstream(conn net.Conn) {
 		&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("abalance"), DataTypeOID: 23, DataTypeSize: 4, Format: 0}}},
 		&pgproto3.DataRow{Values: [][]byte{[]byte("42")}},
 	}
+	inCopy := false
 	for {
 		msg, err := be.Receive()
 		if err != nil {
 			return
 		}
+		if inCopy {
+			// The server waits for copy data: it answers nothing else.
+			switch msg.(type) {
+			case *pgproto3.CopyDone, *pgproto3.CopyFail:
+				inCopy = false
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("COPY 0")})
+				be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+				be.Flush()
+			}
+			continue
+		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
+			if start := copyStarts[m.String]; start != nil {
+				inCopy = true
+				be.Send(start)
+				be.Flush()
+				continue
+			}
 			be.Send(row[0])
 			switch m.String {
 			case noteQuery: // noted, for tests of what reached the upstream
@@ -46,6 +64,20 @@ func fakeUpstream(conn net.Conn) {
 				for range manyRows {
 					be.Send(&pgproto3.DataRow{Values: [][]byte{rowValue}})
 				}
+			case cutErrorQuery: // the header of a 1000-byte ErrorResponse, 100 bytes of it, and a reset
+				be.Flush()
+				conn.Write(append([]byte{'E', 0, 0, 0x03, 0xec}, make([]byte, 100)...))
+				time.Sleep(50 * time.Millisecond) // the proxy is reading the body
+				if tc, ok := conn.(*net.TCPConn); ok {
+					tc.SetLinger(0)
+				}
+				conn.Close()
+				return
+			case badReadyQuery: // a ReadyForQuery of two bytes
+				be.Flush()
+				conn.Write([]byte{'Z', 0, 0, 0, 6, 'I', 'I'})
+				io.Copy(io.Discard, conn)
+				return
 			case bigRowQuery: // one row larger than the proxy's buffers
 				be.Send(&pgproto3.DataRow{Values: [][]byte{bigValue}})
 			case manyRowsQuery: // more than the sockets hold
@@ -89,10 +121,23 @@ const (
 	manyRowsQuery = "SELECT many"
 	manyRows      = 20_000
 
+	cutErrorQuery = "SELECT cut" // the upstream resets in the middle of its reply
+	badReadyQuery = "SELECT bad" // the upstream sends a malformed ReadyForQuery
+
 	discardQuery     = "SELECT discard"
 	noteQuery        = "SELECT note"
 	bigThenManyQuery = "SELECT big, many"
 )
+
+// copyStarts are Query texts fakeUpstream answers with the start of a
+// COPY FROM STDIN, or of the CopyBoth mode of a walsender's
+// START_REPLICATION; each also changes client_encoding (gate then holds
+// back a text that may matter until its reply: see
+// TestRelayRefusesHeldMessageDuringCopy).
+var copyStarts = map[string]pgproto3.BackendMessage{
+	"SET client_encoding = 'UTF8'; COPY t FROM STDIN":                    &pgproto3.CopyInResponse{},
+	"SET client_encoding = 'UTF8'; START_REPLICATION SLOT s LOGICAL 0/0": &pgproto3.CopyBothResponse{},
+}
 
 // noted receives a value for each noteQuery fakeUpstream is sent.
 var noted = make(chan struct{}, 16)
@@ -142,8 +187,18 @@ func tcpPair(tb testing.TB) (net.Conn, net.Conn) {
 
 func startRelay(tb testing.TB, cfg Config, clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn) (*pgproto3.Frontend, *session) {
 	tb.Helper()
-	go fakeUpstream(upstreamEnd)
+	return startRelayWith(tb, cfg, fakeUpstream, nil, clientEnd, proxyClient, proxyUp, upstreamEnd)
+}
+
+// startRelayWith is startRelay with the upstream served by fake and, when
+// setup is not nil, the session passed to setup before its startup probe.
+func startRelayWith(tb testing.TB, cfg Config, fake func(net.Conn), setup func(*session), clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn) (*pgproto3.Frontend, *session) {
+	tb.Helper()
+	go fake(upstreamEnd)
 	s := NewServer(cfg).newRelay(proxyClient, proxyUp, map[string]string{"user": "u"})
+	if setup != nil {
+		setup(s)
+	}
 	if err := s.startupProbe(); err != nil {
 		tb.Fatal(err)
 	}
@@ -189,6 +244,23 @@ var (
 		&pgproto3.Execute{}, &pgproto3.Sync{},
 	}
 )
+
+// relayWith starts a session relayed as relay names ("pipe", "loop" or
+// "goroutines"), as startRelayWith does, and returns the client's end.
+func relayWith(tb testing.TB, relay string, fake func(net.Conn), setup func(*session)) (*pgproto3.Frontend, net.Conn, *session) {
+	tb.Helper()
+	var clientEnd, proxyClient, proxyUp, upstreamEnd net.Conn
+	if relay == "pipe" {
+		clientEnd, proxyClient = net.Pipe()
+		proxyUp, upstreamEnd = net.Pipe()
+	} else {
+		clientEnd, proxyClient = tcpPair(tb)
+		proxyUp, upstreamEnd = tcpPair(tb)
+	}
+	cfg := Config{Upstream: "fake", GoroutineRelay: relay == "goroutines"}
+	fe, s := startRelayWith(tb, cfg, fake, setup, clientEnd, proxyClient, proxyUp, upstreamEnd)
+	return fe, clientEnd, s
+}
 
 // relays are the ways a session is relayed: goroutines over net.Pipe, the
 // event loop over TCP, goroutines over TCP.

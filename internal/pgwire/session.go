@@ -35,11 +35,13 @@ type session struct {
 	ur *reader       // from upstream
 	uw *bufio.Writer // to upstream; written by the client reader
 
-	gateMu sync.Mutex    // serializes the two directions' calls into gate
-	gate   *gate.Session // fencing decisions for this session
-	encBuf []byte        // scratch for encoding injected messages (client direction)
-	// COPY FROM STDIN, under gateMu (heldInCopy): copyIn, the server's
-	// CopyInResponse relayed and the copy not ended by the server since;
+	gateMu sync.Mutex // serializes the two directions' calls into gate
+	gate   gater      // fencing decisions for this session
+	encBuf []byte     // scratch for encoding injected messages (client direction)
+	// COPY FROM STDIN or CopyBoth mode, under gateMu (heldInCopy): copyIn,
+	// the server's CopyInResponse or CopyBothResponse relayed and the copy
+	// not ended by the server since (CommandComplete, ErrorResponse or
+	// ReadyForQuery);
 	// copyEnds, the client's CopyDone and CopyFail forwarded; copyEndsRef,
 	// copyEnds when gate last settled.
 	copyIn                bool
@@ -83,6 +85,15 @@ type session struct {
 	txStatus byte
 }
 
+// gater is what the relay asks of a session's fencing state machine: a
+// *gate.Session (a stub in tests).
+type gater interface {
+	Client(gate.Msg) gate.Decision
+	Server(gate.Reply) gate.Verdict
+	Settled() bool
+	Probe() []pgproto3.FrontendMessage
+}
+
 // newRelay returns a session that relays between client and upstream, two
 // connections past startup and authentication, with its gate set up for a
 // client whose startup parameters were params. The caller runs
@@ -103,8 +114,8 @@ const ioBufferSize = 32 * 1024
 // buffered readers and writers on both connections.
 func (s *session) attach(upstream net.Conn) {
 	s.upstream = upstream
-	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(s.client, ioBufferSize)
-	s.ur, s.uw = newReader(upstream), bufio.NewWriterSize(upstream, ioBufferSize)
+	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(toClient(s.client), ioBufferSize)
+	s.ur, s.uw = newReader(upstream), bufio.NewWriterSize(toUpstream(upstream), ioBufferSize)
 }
 
 func (s *session) close() {
@@ -152,6 +163,11 @@ func (s *session) run(ctx context.Context) {
 		s.srv.metrics.refusedConns.WithLabelValues(failTooMany).Inc()
 		s.log.Warn("too many client connections", "max_client_conns", s.srv.cfg.maxClientConns())
 		s.sendClient(fatal(codeTooManyConnections, fmt.Sprintf("fenceproxy: too many client connections (max_client_conns is %d)", s.srv.cfg.maxClientConns())))
+		return
+	}
+	if v, ok := startup.Parameters["replication"]; ok && walsender(v) {
+		s.log.Info("replication connection refused", "user", startup.Parameters["user"], "replication", v)
+		s.sendClient(fatal(codeFeatureNotSupported, "fenceproxy: replication connections are not supported (startup parameter replication="+v+"); connect to the server directly"))
 		return
 	}
 	if err := s.connectUpstream(startup); err != nil {
@@ -208,10 +224,13 @@ func (s *session) proxy() {
 		<-done
 		// Drop whatever part of an upstream message was left unsent, so the
 		// ErrorResponse starts on a message boundary.
-		s.cw.Reset(s.client)
+		s.cw.Reset(toClient(s.client))
 		s.sendClient(fatal(ce.code, ce.msg))
-	} else if s.adminStop.Load() {
-		<-done // the upstream reader is telling the client why
+	} else if s.adminStop.Load() || upstreamWriteFailed(err) {
+		// The upstream reader is telling the client why: the upstream
+		// connection broke, and its reads end too (08006, or the server's
+		// own FATAL error read before the end).
+		<-done
 	}
 	s.close()
 	<-done

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -95,4 +96,21 @@ func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
 		return err
 	}
 	return nil
+}
+
+// walsender reports whether the startup parameter replication, of value v,
+// asks PostgreSQL for a walsender: any value it does not read as false
+// (parse_bool; an invalid value the server refuses). The proxy refuses
+// such connections (DESIGN.md "Fail closed"): gate cannot read replication
+// commands, its probes are refused there, and START_REPLICATION's CopyBoth
+// mode is a stream the relay does not fence.
+func walsender(v string) bool {
+	v = strings.ToLower(v)
+	switch {
+	case v == "0", v == "of", v == "off":
+		return false
+	case v != "" && (strings.HasPrefix("false", v) || strings.HasPrefix("no", v)):
+		return false
+	}
+	return true
 }

@@ -54,19 +54,7 @@ func (s *session) upstreamReadFailed(err error) {
 func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) {
 	closing, err := s.upstreamMessage(typ, n)
 	if err != nil {
-		var re *replyError // declared here: errors.As moves it to the heap
-		if errors.As(err, &re) {
-			s.log.Error("ending session", "err", err)
-			s.cw.Flush()
-			s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
-			return true
-		}
-		if s.adminStop.Load() {
-			if !s.looped() {
-				s.cw.Reset(s.client) // drop the unsent part of the message
-			}
-			s.sendClient(shutdownError())
-		}
+		s.upstreamMessageFailed(err)
 		return true
 	}
 	relayed.add(n + headerLen)
@@ -81,6 +69,30 @@ func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) 
 	return false
 }
 
+// upstreamMessageFailed tells the client, when it can, why relaying an
+// upstream message (upstreamMessage's err) ends the session: a reply that
+// fits nothing or cannot be decoded, the upstream's end in the middle of a
+// message nothing of which reached the client, or a shutdown. Otherwise
+// the client itself is gone, or has part of a streamed message that no
+// error can follow.
+func (s *session) upstreamMessageFailed(err error) {
+	var re *replyError
+	var lost *upstreamLost
+	switch {
+	case errors.As(err, &re):
+		s.log.Error("ending session", "err", err)
+		s.cw.Flush()
+		s.sendClient(fatal(codeProtocolViolation, "fenceproxy: "+err.Error()+"; the session cannot continue"))
+	case errors.As(err, &lost):
+		s.upstreamReadFailed(lost.err)
+	case s.adminStop.Load():
+		if !s.looped() {
+			s.cw.Reset(toClient(s.client)) // drop the unsent part of the message
+		}
+		s.sendClient(shutdownError())
+	}
+}
+
 // upstreamMessage relays one upstream message whose header has been read,
 // as gate says: forwarded, hidden (it answers an injected message) or
 // replaced. closing reports an ErrorResponse of severity FATAL or PANIC:
@@ -91,10 +103,10 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	switch typ {
 	case 'E', 'Z', 'S':
 		if body, err = s.ur.body(n); err != nil {
-			return false, err
+			return false, &upstreamLost{err}
 		}
 		if r, err = decodeReply(typ, body); err != nil {
-			return false, err
+			return false, &replyError{fmt.Sprintf("malformed server reply %q: %v", typ, err)}
 		}
 		closing = r.Error != nil && (r.Error.Severity == "FATAL" || r.Error.Severity == "PANIC")
 	}
@@ -102,7 +114,7 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	v := s.gate.Server(r)
 	settled := s.gate.Settled()
 	switch typ {
-	case 'G':
+	case 'G', 'W':
 		s.copyIn = true
 	case 'C', 'E', 'Z':
 		s.copyIn = false
@@ -117,8 +129,9 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		s.inflight = max(s.inflight-1, 0)
 		s.stateMu.Unlock()
 	}
-	if settled || typ == 'G' {
-		// A CopyInResponse wakes a held message too: see heldInCopy.
+	if settled || typ == 'G' || typ == 'W' {
+		// A CopyInResponse or CopyBothResponse wakes a held message too:
+		// see heldInCopy.
 		select {
 		case s.settled <- struct{}{}:
 		default:
@@ -126,13 +139,16 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	}
 	switch v.Act {
 	case gate.Fail:
-		return false, &replyError{reason: v.Reason}
+		return false, &replyError{"unmatched server reply: " + v.Reason}
 	case gate.Replace:
 		s.srv.metrics.refusal(v.Error.Code)
 		return closing, s.writeClient(v.Error)
 	case gate.Hide:
 		if body == nil {
-			return false, s.ur.discard(n)
+			if err := s.ur.discard(n); err != nil {
+				return false, &upstreamLost{err}
+			}
+			return false, nil
 		}
 		return closing, nil
 	}
@@ -171,8 +187,17 @@ func decodeReply(typ byte, body []byte) (gate.Reply, error) {
 	return r, nil
 }
 
-// replyError is a server reply gate could not match to what was sent: the
-// session ends rather than shift every later answer by one.
-type replyError struct{ reason string }
+// replyError is a server reply gate could not match to what was sent, or
+// one that cannot be decoded: the session ends rather than shift every
+// later answer by one.
+type replyError struct{ msg string }
 
-func (e *replyError) Error() string { return "unmatched server reply: " + e.reason }
+func (e *replyError) Error() string { return e.msg }
+
+// upstreamLost is a failed read of the upstream in the middle of a message
+// the proxy reads whole before relaying (or hides): nothing of it has
+// reached the client, which can be told why the session ends.
+type upstreamLost struct{ err error }
+
+func (e *upstreamLost) Error() string { return e.err.Error() }
+func (e *upstreamLost) Unwrap() error { return e.err }

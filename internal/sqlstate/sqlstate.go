@@ -21,6 +21,7 @@ const (
 	StatementTooComplex     = "54001" // statement_too_complex
 	AdminShutdown           = "57P01" // admin_shutdown
 	UndefinedFile           = "58P01" // undefined_file
+	InternalError           = "XX000" // internal_error
 )
 
 // fenceproxy's fencing codes (class 55, object_not_in_prerequisite_state;
