@@ -45,6 +45,14 @@ PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(fence_guard_v1);
 
+/* same_text: a and b hold the same bytes. */
+static bool
+same_text(text *a, text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
 /* mark_taken_here: the fast path; false means "ask fence.passed". */
 static bool
 mark_taken_here(const char *resource)
@@ -68,14 +76,14 @@ mark_taken_here(const char *resource)
 	relid = get_relname_relid("hwm", nsp);
 	if (!OidIsValid(relid))
 		return false;
-	resource_att = get_attnum(relid, "resource");
-	at_att = get_attnum(relid, "updated_at");
-	if (resource_att == InvalidAttrNumber || at_att == InvalidAttrNumber)
-		return false;
 
 	rel = table_open(relid, AccessShareLock);
+	/* After the lock: the catalogs as of now, not before a concurrent ALTER. */
+	resource_att = get_attnum(relid, "resource");
+	at_att = get_attnum(relid, "updated_at");
 	if (rel->rd_rel->relkind == RELKIND_RELATION &&
-		rel->rd_tableam == GetHeapamTableAmRoutine())
+		rel->rd_tableam == GetHeapamTableAmRoutine() &&
+		resource_att != InvalidAttrNumber && at_att != InvalidAttrNumber)
 	{
 		List	   *indexes = RelationGetIndexList(rel);	/* sets rd_pkindex */
 
@@ -83,7 +91,8 @@ mark_taken_here(const char *resource)
 			idx = index_open(rel->rd_pkindex, AccessShareLock);
 		list_free(indexes);
 	}
-	if (idx != NULL && idx->rd_index->indnkeyatts == 1 &&
+	if (idx != NULL && idx->rd_index->indisvalid && !idx->rd_index->indcheckxmin &&
+		idx->rd_index->indnkeyatts == 1 &&
 		idx->rd_index->indkey.values[0] == resource_att &&
 		TupleDescAttr(RelationGetDescr(rel), resource_att - 1)->atttypid == TEXTOID &&
 		TupleDescAttr(RelationGetDescr(rel), at_att - 1)->atttypid == TIMESTAMPTZOID)
@@ -91,10 +100,11 @@ mark_taken_here(const char *resource)
 		ScanKeyData key;
 		IndexScanDesc scan;
 		TupleTableSlot *slot = table_slot_create(rel, NULL);
+		text	   *want = cstring_to_text(resource);
 
 		ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
 							   idx->rd_indcollation[0], F_TEXTEQ,
-							   CStringGetTextDatum(resource));
+							   PointerGetDatum(want));
 		scan = index_beginscan(rel, idx, GetActiveSnapshot(), 1, 0);
 		index_rescan(scan, &key, 1, NULL, 0);
 		while (!taken && index_getnext_slot(scan, ForwardScanDirection, slot))
@@ -102,8 +112,17 @@ mark_taken_here(const char *resource)
 			bool		isnull;
 			TransactionId xmax = DatumGetTransactionId(slot_getsysattr(slot, MaxTransactionIdAttributeNumber, &isnull));
 			TransactionId xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
-			Datum		at = slot_getattr(slot, at_att, &isnull);
+			Datum		have = slot_getattr(slot, resource_att, &isnull);
+			Datum		at;
 
+			/*
+			 * The row's own key, byte for byte: the index is trusted to find
+			 * it, not to decide (a nondeterministic collation's "equal" goes
+			 * to fence.passed).
+			 */
+			if (isnull || !same_text(DatumGetTextPP(have), want))
+				continue;
+			at = slot_getattr(slot, at_att, &isnull);
 			if (TransactionIdEquals(xmax, top))
 				taken = true;
 			else if (TransactionIdEquals(xmin, top) && !isnull &&

@@ -564,11 +564,19 @@ func TestProtectAsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "fence.guard stays PL/pgSQL") || !strings.Contains(rep.Notes[1], "event triggers") {
+	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "fence.guard is PL/pgSQL") || !strings.Contains(rep.Notes[1], "event triggers") {
 		t.Fatalf("notes: %q", rep.Notes)
 	}
 	if _, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{Guard: guard.GuardC}); err == nil || !strings.Contains(err.Error(), "needs a superuser") {
 		t.Fatalf("--guard c as the owner: %v, want an error", err)
+	}
+	// The owner of fence.guard (and of schema fence, as the role that ran
+	// migrate is) repairs a no-op one without a superuser.
+	if _, err := super.Exec(ctx, "ALTER FUNCTION fence.guard() OWNER TO "+owner+"; GRANT CREATE ON SCHEMA fence TO "+owner+"; CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := c.Exec(ctx, "INSERT INTO jobs VALUES (1)"); code(t, err) != "55Z02" {
 		t.Fatalf("owner's unchecked write: %v", err)
@@ -643,5 +651,23 @@ func TestGuardImplementations(t *testing.T) {
 	e.protect(t, guard.Options{})
 	if got := impl(); got != "c" {
 		t.Fatalf("after protect: fence.guard is %q, want c", got)
+	}
+	// A fence.guard that lets everything through: Verify reports it, and
+	// protect in any mode puts a real one back.
+	noop := "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"
+	for _, mode := range []string{guard.GuardPLpgSQL, guard.GuardC, guard.GuardAuto} {
+		if _, err := super.Exec(t.Context(), noop); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || v.OK() || !strings.Contains(strings.Join(v.Problems, "\n"), "fence.guard is neither") {
+			t.Fatalf("Verify with a no-op fence.guard: %+v, %v; want a problem", v, err)
+		}
+		e.protect(t, guard.Options{Guard: mode})
+		if got := impl(); got == "other" {
+			t.Fatalf("protect --guard %q left the no-op fence.guard", mode)
+		}
+		if _, err := e.connect(t, e.app).Exec(t.Context(), "INSERT INTO jobs VALUES (1, 1)"); code(t, err) != "55Z02" {
+			t.Fatalf("after protect --guard %q: unchecked insert: %v, want 55Z02", mode, err)
+		}
 	}
 }

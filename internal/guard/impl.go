@@ -21,29 +21,34 @@ const cGuardHint = "build and install it as root on the database server: make -C
 
 // implementation makes fence.guard the implementation mode asks for. The
 // C guard needs a superuser and its library in the server's $libdir; in
-// auto mode, without either, fence.guard stays (or becomes again) PL/pgSQL
-// and a note says why.
+// auto mode, without either, fence.guard is (or becomes again) PL/pgSQL
+// and a note says why. A fence.guard that is neither is replaced in every
+// mode (its owner may, without a superuser).
 func (r *runner) implementation(ctx context.Context, mode string) error {
 	var impl string
 	var super bool
 	if err := r.q.QueryRow(ctx, hwm.GuardImplQuery).Scan(&impl, &super); err != nil {
 		return fmt.Errorf("protect: read fence.guard: %w", err)
 	}
+	plpgsql := func() error {
+		if impl == "plpgsql" {
+			return nil
+		}
+		return r.exec(ctx, hwm.PLpgSQLGuardSQL)
+	}
 	switch {
 	case mode == GuardPLpgSQL:
-		if impl == "c" {
-			return r.exec(ctx, hwm.PLpgSQLGuardSQL)
-		}
-		return nil
+		return plpgsql()
 	case mode != GuardAuto && mode != GuardC:
 		return fmt.Errorf("protect: unknown guard implementation %q (want one of auto, c, plpgsql)", mode)
 	case !super && mode == GuardC:
 		return errors.New("protect: the C guard needs a superuser (only a superuser may create a C function): run fenceproxy protect --guard c as one")
 	case !super:
-		if impl != "c" {
-			r.note("not a superuser: fence.guard stays PL/pgSQL; a superuser can install the cheaper C guard (fenceproxy protect --guard c, see the README)")
+		if impl == "c" {
+			return nil
 		}
-		return nil
+		r.note("not a superuser: fence.guard is PL/pgSQL; a superuser can install the cheaper C guard (fenceproxy protect --guard c, see the README)")
+		return plpgsql()
 	}
 	err := r.savepoint(ctx, hwm.CGuardSQL, impl != "c")
 	if libraryMissing(err) {
@@ -51,10 +56,7 @@ func (r *runner) implementation(ctx context.Context, mode string) error {
 			return fmt.Errorf("protect: the C guard's library is not installed in the server (%v): %s", err, cGuardHint)
 		}
 		r.note("the C guard's library is not installed in the server (%v), so fence.guard is PL/pgSQL; for the cheaper C guard, %s", err, cGuardHint)
-		if impl == "c" {
-			return r.exec(ctx, hwm.PLpgSQLGuardSQL)
-		}
-		return nil
+		return plpgsql()
 	}
 	if err != nil {
 		return fmt.Errorf("protect: install the C guard: %w", err)

@@ -55,6 +55,9 @@ func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, 
 	if err := staleTriggers(ctx, q, problem); err != nil {
 		return v, err
 	}
+	if err := guardFunction(ctx, q, problem); err != nil {
+		return v, err
+	}
 	var ok bool
 	if err := q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger).Scan(&ok); err != nil {
 		return v, fmt.Errorf("verify guard: read event triggers: %w", err)
@@ -112,6 +115,31 @@ func staleTriggers(ctx context.Context, q hwm.Querier, problem func(string, ...a
 	}
 	for _, s := range ddl {
 		problem("guard trigger missing or out of date; fenceproxy protect would run: %s", s)
+	}
+	return nil
+}
+
+// guardFunction checks that fence.guard is one of its two implementations
+// (a trigger that calls any other function under that name guards
+// nothing), and, when the role is a superuser, that the server can load
+// the C guard's library: without it every write to a protected table
+// fails.
+func guardFunction(ctx context.Context, q hwm.Querier, problem func(string, ...any)) error {
+	var impl string
+	var super bool
+	if err := q.QueryRow(ctx, hwm.GuardImplQuery).Scan(&impl, &super); err != nil {
+		return fmt.Errorf("verify guard: read fence.guard: %w", err)
+	}
+	switch {
+	case impl == "other":
+		problem("fence.guard is neither the PL/pgSQL body of this version nor the C guard: the guard triggers cannot be trusted; run fenceproxy protect")
+	case impl == "c" && super:
+		if err := q.Exec(ctx, "SELECT pg_catalog.fmgr_c_validator('fence.guard()'::pg_catalog.regprocedure)"); err != nil {
+			if !isQueryErr(err) {
+				return fmt.Errorf("verify guard: load the C guard: %w", err)
+			}
+			problem("fence.guard is the C guard, but the server cannot load it (%v): every write to a protected table fails; install ext/fence_guard on this server, or run fenceproxy protect --guard plpgsql", err)
+		}
 	}
 	return nil
 }
