@@ -44,9 +44,11 @@ bench-pgbench:
 	$(GO) test -run '^$$' -bench 'BenchmarkPgbench' -benchtime 3x -timeout 30m ./integration/
 
 ## bench-guard: the database guard's cost (fenceproxy protect): pgbench tpcb-like and a
-## 100,000-row COPY, guard on vs off: server CPU per transaction and TPS, 9 alternating rounds
+## 100,000-row COPY with no guard, the PL/pgSQL guard and the C guard: server CPU per
+## transaction and TPS, 9 alternating rounds; and the guard's cost per write statement
+## inside one backend
 bench-guard:
-	$(GO) test -run '^$$' -bench 'BenchmarkGuardCost' -benchtime 9x -timeout 30m ./integration/
+	$(GO) test -run '^$$' -bench 'BenchmarkGuard' -benchtime 9x -timeout 30m ./integration/
 
 ## bench-memory: peak RSS of `fenceproxy serve` with 200 idle sessions and a 256 MiB COPY in and out
 bench-memory:

@@ -339,3 +339,67 @@ func copyMillis(b *testing.B, admin *pgx.Conn, rows string) float64 {
 	}
 	return float64(d.Microseconds()) / 1000
 }
+
+// perStatementLoop times n write statements inside one backend, with no
+// client round trip: a zero-row UPDATE of one of two tables fires its
+// statement trigger once. It returns microseconds per statement. The
+// statements are static, so PL/pgSQL plans each once.
+const perStatementLoop = `CREATE PROCEDURE guard_loop(p_guarded boolean, p_n int, INOUT p_us float8 DEFAULT 0)
+LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz;
+BEGIN
+	CALL fence.check('1', 'bank', '', '', false, true);
+	t0 := clock_timestamp();
+	IF p_guarded THEN
+		FOR i IN 1 .. p_n LOOP UPDATE guarded SET v = v WHERE id = -1; END LOOP;
+	ELSE
+		FOR i IN 1 .. p_n LOOP UPDATE unguarded SET v = v WHERE id = -1; END LOOP;
+	END IF;
+	p_us := extract(epoch FROM clock_timestamp() - t0) * 1e6 / p_n;
+END$$`
+
+// BenchmarkGuardPerStatement measures what the guard trigger adds to one
+// write statement, inside one backend: no client, no network, no commit.
+// Each round times 50,000 zero-row UPDATEs of an unguarded table (off) and
+// of a guarded one under the PL/pgSQL and the C fence.guard, in the order
+// off, plpgsql, c in even rounds and reversed in odd ones; it reports the
+// medians and each guard's median cost over off. Run with: make bench-guard
+func BenchmarkGuardPerStatement(b *testing.B) {
+	e := newFencedEnv(b, nil)
+	admin := connect(b, e.direct(), pgx.QueryExecModeExec)
+	for _, s := range []string{"CREATE TABLE guarded (id int PRIMARY KEY, v int)", "CREATE TABLE unguarded (id int PRIMARY KEY, v int)", perStatementLoop} {
+		if _, err := admin.Exec(b.Context(), s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	protect := func(impl string) {
+		entry := []guard.Entry{{Schema: "public", Name: "guarded", Resource: "bank", Where: "bench"}}
+		if _, err := guard.Protect(b.Context(), pgxhwm.Querier{Conn: admin}, entry, guard.Options{Guard: impl}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const n = 50000
+	var us [3][]float64 // by guardVariants
+	for i := 0; i < b.N; i++ {
+		order := []int{0, 1, 2}
+		if i%2 == 1 {
+			order = []int{2, 1, 0}
+		}
+		for _, v := range order {
+			if v > 0 {
+				protect(guardVariants[v])
+			}
+			var x float64
+			if err := admin.QueryRow(b.Context(), "CALL guard_loop($1, $2)", v > 0, n).Scan(&x); err != nil {
+				b.Fatal(err)
+			}
+			us[v] = append(us[v], x)
+		}
+	}
+	off := median(us[0])
+	fmt.Printf("µs per zero-row UPDATE in one backend, %d rounds of %d: off %.2f, plpgsql %.2f (+%.2f), c %.2f (+%.2f)\n",
+		b.N, n, off, median(us[1]), median(us[1])-off, median(us[2]), median(us[2])-off)
+	fmt.Printf("by round: off %v, plpgsql %v, c %v\n", us[0], us[1], us[2])
+	b.ReportMetric(median(us[1])-off, "plpgsql-us/stmt")
+	b.ReportMetric(median(us[2])-off, "c-us/stmt")
+}

@@ -27,6 +27,11 @@
 // a guarded relation without a check, also through its schema, and put the
 // trigger on new partitions and children.
 //
+// fence.guard has two implementations that make the same decision: the
+// PL/pgSQL body of the fence store's migration, and a C function
+// (ext/fence_guard) several times cheaper per write statement. Protect
+// chooses (Options.Guard, impl.go); Verify and hwm.Status accept either.
+//
 // Statement-level, not row-level: a row-level PL/pgSQL trigger multiplies a
 // COPY's time many times over; a statement trigger costs the same for one
 // row or a million (README, "The legacy guard", has the measurements).
