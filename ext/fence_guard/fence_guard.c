@@ -15,8 +15,16 @@
  *   - otherwise it refuses with SQLSTATE 55Z02.
  *
  * Every doubt (a missing table, column or index, an unexpected shape) goes to
- * fence.passed, which decides as the PL/pgSQL guard would. The library keeps
- * no state between calls.
+ * fence.passed, which decides as the PL/pgSQL guard would.
+ *
+ * What the fast path found stays true to the end of the transaction, so the
+ * backend remembers it for the transaction's later write statements: the
+ * row was locked or written by the top-level transaction itself, not by a
+ * subtransaction (whose xid would differ), so no ROLLBACK TO SAVEPOINT can
+ * undo it, and no other transaction can change the row before ours ends.
+ * The memory is the backend's own (no SQL can write it), keyed by the
+ * top-level xid and emptied when the transaction ends. Only fast-path
+ * answers are remembered; fence.passed's (checks in savepoints) are not.
  */
 #include "postgres.h"
 
@@ -38,12 +46,79 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(fence_guard_v1);
+
+void		_PG_init(void);
+
+/* The resources the fast path found taken by transaction taken_xid. */
+#define MAX_TAKEN 16
+static TransactionId taken_xid = InvalidTransactionId;
+static int	n_taken = 0;
+static char *taken_resources[MAX_TAKEN];	/* in TopMemoryContext */
+
+static void
+forget_taken(void)
+{
+	int			i;
+
+	for (i = 0; i < n_taken; i++)
+		pfree(taken_resources[i]);
+	n_taken = 0;
+	taken_xid = InvalidTransactionId;
+}
+
+static void
+xact_ended(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			forget_taken();
+			break;
+		default:
+			break;
+	}
+}
+
+void
+_PG_init(void)
+{
+	RegisterXactCallback(xact_ended, NULL);
+}
+
+static bool
+remembered(TransactionId top, const char *resource)
+{
+	int			i;
+
+	if (!TransactionIdEquals(top, taken_xid))
+		return false;
+	for (i = 0; i < n_taken; i++)
+		if (strcmp(taken_resources[i], resource) == 0)
+			return true;
+	return false;
+}
+
+static void
+remember(TransactionId top, const char *resource)
+{
+	if (!TransactionIdEquals(top, taken_xid))
+		forget_taken();
+	if (n_taken == MAX_TAKEN)
+		return;
+	taken_resources[n_taken++] = MemoryContextStrdup(TopMemoryContext, resource);
+	taken_xid = top;
+}
 
 /* same_text: a and b hold the same bytes. */
 static bool
@@ -68,6 +143,8 @@ mark_taken_here(const char *resource)
 
 	if (!TransactionIdIsValid(top))
 		return false;			/* no xid: nothing locked or written */
+	if (remembered(top, resource))
+		return true;
 	if (!ActiveSnapshotSet())
 		return false;
 	nsp = get_namespace_oid("fence", true);
@@ -135,6 +212,8 @@ mark_taken_here(const char *resource)
 	if (idx != NULL)
 		index_close(idx, AccessShareLock);
 	table_close(rel, AccessShareLock);
+	if (taken)
+		remember(top, resource);
 	return taken;
 }
 

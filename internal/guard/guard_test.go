@@ -257,6 +257,12 @@ func TestCheckStates(t *testing.T) {
 			{"repeatable read", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
 			{"repeatable read, equal", []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT 1", check(9, "jobs"), ins, "COMMIT"}, true},
 			{"autocommit after a transaction's check", []string{ins}, false},
+			// The C guard remembers a fast-path answer for the rest of its
+			// transaction: for that resource only, and not into the next.
+			{"a write passed, then another resource", []string{"BEGIN", check(9, "jobs"), ins, "INSERT INTO \"Mixed\" VALUES (1)", "COMMIT"}, false},
+			{"a write passed, then a savepoint rolled back", []string{"BEGIN", check(9, "jobs"), ins, "SAVEPOINT a", ins, "ROLLBACK TO a", ins, "COMMIT"}, true},
+			{"after a passed write's transaction rolled back", []string{"BEGIN", check(9, "jobs"), ins, "ROLLBACK", "BEGIN", "INSERT INTO softt VALUES (1)", ins, "COMMIT"}, false},
+			{"after a passed write's transaction committed", []string{"BEGIN", check(9, "jobs"), ins, "COMMIT", "BEGIN", "INSERT INTO softt VALUES (1)", ins, "COMMIT"}, false},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
