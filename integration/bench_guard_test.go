@@ -341,33 +341,43 @@ func copyMillis(b *testing.B, admin *pgx.Conn, rows string) float64 {
 }
 
 // perStatementLoop times n write statements inside one backend, with no
-// client round trip: a zero-row UPDATE of one of two tables fires its
-// statement trigger once. It returns microseconds per statement. The
-// statements are static, so PL/pgSQL plans each once.
-const perStatementLoop = `CREATE PROCEDURE guard_loop(p_guarded boolean, p_n int, INOUT p_us float8 DEFAULT 0)
+// client round trip: a zero-row UPDATE of one of three tables fires its
+// statement trigger once (none on unguarded, a PL/pgSQL one that does
+// nothing on noop, fence_guard on guarded). It returns microseconds per
+// statement. The statements are static, so PL/pgSQL plans each once.
+const perStatementLoop = `CREATE PROCEDURE guard_loop(p_table text, p_n int, INOUT p_us float8 DEFAULT 0)
 LANGUAGE plpgsql AS $$
 DECLARE t0 timestamptz;
 BEGIN
 	CALL fence.check('1', 'bank', '', '', false, true);
 	t0 := clock_timestamp();
-	IF p_guarded THEN
+	CASE p_table
+	WHEN 'guarded' THEN
 		FOR i IN 1 .. p_n LOOP UPDATE guarded SET v = v WHERE id = -1; END LOOP;
+	WHEN 'noop' THEN
+		FOR i IN 1 .. p_n LOOP UPDATE noop SET v = v WHERE id = -1; END LOOP;
 	ELSE
 		FOR i IN 1 .. p_n LOOP UPDATE unguarded SET v = v WHERE id = -1; END LOOP;
-	END IF;
+	END CASE;
 	p_us := extract(epoch FROM clock_timestamp() - t0) * 1e6 / p_n;
 END$$`
 
 // BenchmarkGuardPerStatement measures what the guard trigger adds to one
 // write statement, inside one backend: no client, no network, no commit.
-// Each round times 50,000 zero-row UPDATEs of an unguarded table (off) and
-// of a guarded one under the PL/pgSQL and the C fence.guard, in the order
-// off, plpgsql, c in even rounds and reversed in odd ones; it reports the
-// medians and each guard's median cost over off. Run with: make bench-guard
+// Each round times 50,000 zero-row UPDATEs of an unguarded table (off), of
+// one with a PL/pgSQL statement trigger that does nothing (the floor of any
+// PL/pgSQL guard), and of a guarded one under the PL/pgSQL and the C
+// fence.guard, in that order in even rounds and reversed in odd ones; it
+// reports the medians and each trigger's median cost over off. Run with:
+// make bench-guard
 func BenchmarkGuardPerStatement(b *testing.B) {
 	e := newFencedEnv(b, nil)
 	admin := connect(b, e.direct(), pgx.QueryExecModeExec)
-	for _, s := range []string{"CREATE TABLE guarded (id int PRIMARY KEY, v int)", "CREATE TABLE unguarded (id int PRIMARY KEY, v int)", perStatementLoop} {
+	for _, s := range []string{"CREATE TABLE guarded (id int PRIMARY KEY, v int)", "CREATE TABLE unguarded (id int PRIMARY KEY, v int)",
+		"CREATE TABLE noop (id int PRIMARY KEY, v int)",
+		"CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'",
+		"CREATE TRIGGER noop BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON noop FOR EACH STATEMENT EXECUTE FUNCTION noop()",
+		perStatementLoop} {
 		if _, err := admin.Exec(b.Context(), s); err != nil {
 			b.Fatal(err)
 		}
@@ -378,28 +388,43 @@ func BenchmarkGuardPerStatement(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	variants := []struct{ name, table, impl string }{
+		{"off", "unguarded", ""}, {"noop", "noop", ""}, {"plpgsql", "guarded", guard.GuardPLpgSQL}, {"c", "guarded", guard.GuardC},
+	}
 	const n = 50000
-	var us [3][]float64 // by guardVariants
+	us := make([][]float64, len(variants))
 	for i := 0; i < b.N; i++ {
-		order := []int{0, 1, 2}
-		if i%2 == 1 {
-			order = []int{2, 1, 0}
-		}
-		for _, v := range order {
-			if v > 0 {
-				protect(guardVariants[v])
+		for j := range variants {
+			if i%2 == 1 {
+				j = len(variants) - 1 - j
+			}
+			v := variants[j]
+			if v.impl != "" {
+				protect(v.impl)
 			}
 			var x float64
-			if err := admin.QueryRow(b.Context(), "CALL guard_loop($1, $2)", v > 0, n).Scan(&x); err != nil {
+			if err := admin.QueryRow(b.Context(), "CALL guard_loop($1, $2)", v.table, n).Scan(&x); err != nil {
 				b.Fatal(err)
 			}
-			us[v] = append(us[v], x)
+			us[j] = append(us[j], x)
 		}
 	}
 	off := median(us[0])
-	fmt.Printf("µs per zero-row UPDATE in one backend, %d rounds of %d: off %.2f, plpgsql %.2f (+%.2f), c %.2f (+%.2f)\n",
-		b.N, n, off, median(us[1]), median(us[1])-off, median(us[2]), median(us[2])-off)
-	fmt.Printf("by round: off %v, plpgsql %v, c %v\n", us[0], us[1], us[2])
-	b.ReportMetric(median(us[1])-off, "plpgsql-us/stmt")
-	b.ReportMetric(median(us[2])-off, "c-us/stmt")
+	fmt.Printf("µs per zero-row UPDATE in one backend, %d rounds of %d: off %.2f", b.N, n, off)
+	for j, v := range variants[1:] {
+		fmt.Printf(", %s %.2f (+%.2f)", v.name, median(us[j+1]), median(us[j+1])-off)
+		b.ReportMetric(median(us[j+1])-off, v.name+"-us/stmt")
+	}
+	fmt.Println()
+	for j, v := range variants {
+		fmt.Printf("%s by round: %v\n", v.name, rounded2(us[j]))
+	}
+}
+
+func rounded2(v []float64) []string {
+	var s []string
+	for _, x := range v {
+		s = append(s, strconv.FormatFloat(x, 'f', 2, 64))
+	}
+	return s
 }
