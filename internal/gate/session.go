@@ -59,6 +59,7 @@ type unitState struct {
 	key     checkKey
 	probe   bool // the unit ran something that may set the token unseen
 	lexing  bool // the unit may change how the server lexes text
+	copyIn  bool // the unit may leave the server in COPY-in mode: nothing may follow it
 }
 
 // Session is the fencing state machine of one client connection. It sees
@@ -203,19 +204,47 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 	}
 	s.slots.push(sl)
 	s.probeDue = s.probeDue || s.unit.probe
+	copyIn := s.unit.copyIn
 	s.unit = unitState{}
 	s.reg.endUnit()
 	if sl.kind == slotSync {
 		s.extOpen = false
 	}
-	if s.probeDue && !s.extOpen {
+	if s.probeDue && !s.extOpen && !copyIn {
 		// Only at a Sync, or after a Query or FunctionCall outside an
 		// extended sequence: the probe's own Sync must not end a client's
-		// sequence early.
+		// sequence early. Nor after a unit that may have left the server
+		// in COPY-in mode (COPY … FROM STDIN): the server would read the
+		// probe as bad copy data, fail the COPY and answer out of order
+		// (DESIGN.md "Fail closed", rule 4: inject only where both sides
+		// agree). The probe stays due for the next unit's end; until it
+		// is answered the session may hold a token and is checked, so a
+		// later probe never lets anything through unchecked.
 		s.probeDue = false
 		return s.probe()
 	}
 	return nil
+}
+
+// mayCopyIn reports whether text may hold a COPY … FROM STDIN: a (true)
+// sure answer when a is its analysis, and when a is nil (not analysed, or
+// unreadable) true for every text holding the words "copy" and "stdin" in
+// any case. Both are keywords: ASCII in every client encoding, never
+// escaped nor quoted, so a text without them cannot start COPY-in mode.
+// A false true only defers a probe (see endUnit).
+func mayCopyIn(text string, a *Analysis) bool {
+	if !containsFold(text, "copy") || !containsFold(text, "stdin") {
+		return false
+	}
+	if a == nil {
+		return true
+	}
+	for i := range a.Statements {
+		if a.Statements[i].CopyIn {
+			return true
+		}
+	}
+	return false
 }
 
 // probe returns a probe of lock.fencing_token as a unit of its own, in the
