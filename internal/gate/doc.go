@@ -52,6 +52,12 @@
 // token or resource, or the end of the transaction makes the next statement
 // check again.
 //
+// A probe of lock.fencing_token goes behind a unit (at a Query's end, or at
+// a Sync) only where the server reads the next message as a message: never
+// behind a unit that may have started COPY … FROM STDIN, where the server
+// would take it for copy data. It then waits for the next unit's end; the
+// session stays checked meanwhile, so waiting never skips a check.
+//
 // Statement analysis is the pure bottom layer: [Analyze] parses a Query
 // string with pg_query (PostgreSQL's own parser, compiled in through cgo),
 // splits it into statements at the parser's boundaries and returns an
