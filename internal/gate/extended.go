@@ -129,6 +129,7 @@ func (s *Session) close(kind byte, name string) Decision {
 
 // sync ends an extended-protocol unit.
 func (s *Session) sync() Decision {
+	s.skipUnknown = false // whatever the server skipped, it stops here
 	s.beginUnit()
 	return Decision{After: s.endUnit(slot{kind: slotSync})}
 }

@@ -127,6 +127,11 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		s.stateMu.Lock()
 		s.txStatus = r.Status
 		s.inflight = max(s.inflight-1, 0)
+		if settled {
+			// Every message sent has its replies, or gets none: a Sync
+			// sent during COPY FROM STDIN, which the server ignores.
+			s.inflight = 0
+		}
 		s.stateMu.Unlock()
 	}
 	if settled || typ == 'G' || typ == 'W' {
