@@ -401,3 +401,30 @@ r = conn.exec_params(b"SELECT string_agg(amount::text, ',' ORDER BY id) FROM inv
 res.append(show(r) if r.status != pq.ExecStatus.TUPLES_OK else r.get_value(0, 0).decode())
 print(" | ".join(res))
 `
+
+// TestCopyInExtendedQueryDuringCopy: a Query sent while the server reads
+// copy data would be bad copy data to PostgreSQL (an error, then the
+// session ends); the proxy refuses it with 08P01 and forwards nothing of
+// it: the COPY does not complete, no row lands.
+func TestCopyInExtendedQueryDuringCopy(t *testing.T) {
+	e := copyEnv(t)
+	conn, fe := copyConn(t, e)
+	for _, m := range []pgproto3.FrontendMessage{
+		&pgproto3.Parse{Query: "COPY invoices (amount) FROM STDIN"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{},
+	} {
+		fe.Send(m)
+	}
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	receiveUntil[*pgproto3.CopyInResponse](t, fe)
+	conn.SetDeadline(time.Time{})
+	got := copyTranscript(t, conn, fe, 1, nil, &pgproto3.CopyData{Data: []byte("5\n")}, &pgproto3.Query{String: "INSERT INTO invoices (amount) VALUES (6)"}, &pgproto3.CopyDone{}, &pgproto3.Sync{})
+	if got != "E{08P01} CLOSED" {
+		t.Fatalf("replies %s, want E{08P01} CLOSED", got)
+	}
+	if got := invoices(t, e); got != "" {
+		t.Errorf("invoices %q, want none", got)
+	}
+}
