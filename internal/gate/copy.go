@@ -120,6 +120,12 @@ func (s *Session) copyRegion(h *slot, complete bool) (syncs int, ok bool) {
 		}
 	}
 	for i := q.head + 1; i < end; i++ {
+		if g := q.buf[i].copyGen; g != 0 && g == s.copyGen {
+			// The last unit that may have started COPY-in mode did, and
+			// the server has left it: the client's next message is read
+			// as a message, even without a CopyDone or CopyFail.
+			s.copyPending = false
+		}
 		q.buf[i].kind = slotDead
 	}
 	if end < len(q.buf) {

@@ -245,6 +245,14 @@ func TestTranscriptsCopyInSync(t *testing.T) {
 			{send: q("SELECT 1")},
 			{replies: "TDCZ", status: 'I', seen: "TDCZ"},
 		}},
+		{"stray_copy_done_behind_a_query", []step{
+			// No COPY runs: the server ignores it; so does the gate.
+			{send: q("SELECT 1")}, {send: copyDone()}, {send: copyFail()},
+			{replies: "TDCZ", status: 'I', seen: "TDCZ"},
+			{send: copyDone()}, // nothing in flight
+			{send: q("SELECT 2")},
+			{replies: "TDCZ", status: 'I', seen: "TDCZ"},
+		}},
 		{"two_copies_in_sequence", then(libpq, []step{
 			{send: copyDone()}, {send: syncMsg()},
 			{replies: "CZ", status: 'I', seen: "CZ"},
@@ -293,6 +301,19 @@ func TestTranscriptsCopyInSync(t *testing.T) {
 			{send: syncMsg(), up: "S " + probeMsgs},
 			{replies: "CZ312C3Z", status: 'I', seen: "CZ"},
 			{send: q("SELECT 1")}, // the probe said: no token
+			{replies: "TDCZ", status: 'I', seen: "TDCZ"},
+		}},
+		{"probe_after_copy_failed_without_copy_done", []step{
+			// The server left COPY-in mode at the error: the probe may go
+			// behind the client's next Sync, CopyDone or not.
+			{send: parse("", "CALL p()")}, {send: bind("", "")}, {send: exec("")},
+			{send: parse("", cp)}, {send: bind("", ""), up: checkMsgs + " B()"}, {send: exec("")},
+			{send: syncMsg(), up: "S"},
+			{replies: "12C1" + checkReply + "2G", seen: "12C12G"},
+			{replies: "E{22P02}", seen: "E"},
+			{send: syncMsg(), up: "S " + probeMsgs},
+			{replies: "Z312C3Z", status: 'I', seen: "Z"},
+			{send: q("SELECT 1")},
 			{replies: "TDCZ", status: 'I', seen: "TDCZ"},
 		}},
 		{"probe_after_failed_copy_with_spare", []step{
