@@ -349,7 +349,7 @@ func TestCopyInExtendedFenced(t *testing.T) {
 func TestCopyInExtendedLibpq(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import psycopg.pq").Run(); err != nil {
-		t.Skipf("no psycopg for %s (Debian package python3-psycopg): %v", python, err)
+		t.Fatalf("no psycopg for %s: run scripts/install-test-deps.sh (Debian package python3-psycopg): %v", python, err)
 	}
 	e := copyEnv(t)
 	out, err := exec.Command(python, "-c", libpqCopy, e.viaProxy()).CombinedOutput()
