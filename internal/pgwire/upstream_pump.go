@@ -122,8 +122,12 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	if settled {
 		s.copyEndsRef = s.copyEnds
 	}
-	s.gateMu.Unlock()
 	if typ == 'Z' {
+		// Still under gateMu: settled must not go stale. A client
+		// message gate takes after it unlocks (and pgwire then counts in
+		// sent) would otherwise be counted, then wiped by this reset,
+		// and a graceful shutdown could end the session with it in
+		// flight.
 		s.stateMu.Lock()
 		s.txStatus = r.Status
 		s.inflight = max(s.inflight-1, 0)
@@ -134,6 +138,7 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		}
 		s.stateMu.Unlock()
 	}
+	s.gateMu.Unlock()
 	if settled || typ == 'G' || typ == 'W' {
 		// A CopyInResponse or CopyBothResponse wakes a held message too:
 		// see heldInCopy.
