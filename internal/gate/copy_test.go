@@ -106,6 +106,19 @@ func TestTranscriptsCopyIn(t *testing.T) {
 			{send: parse("", "CALL p()")}, {send: bind("", "")}, {send: exec("")},
 			{send: parse("", "COPY t (system_user) FROM STDIN")}, {send: bind("", "")}, {send: exec(""), up: raiseMsgs() + " E()"},
 		}},
+		{"copy_unit_skipped_after_error", []step{
+			// The Query that may start COPY-in mode is skipped after the
+			// failed Parse: it started nothing, and the probe CALL needs
+			// follows the next unit. It waited for a CopyDone or CopyFail
+			// that never came: the session stayed checked for good.
+			{send: parse("", "SELEC")},
+			{send: q("CALL p(); COPY t FROM STDIN"), up: "Q(CALL p();" + check + "  COPY t FROM STDIN)"},
+			{send: syncMsg(), up: "S"},
+			{replies: "E{42601}Z", status: 'I', seen: "EZ"},
+			{send: q("SELECT 1"), up: selectChk},
+			{replies: "CTDCZ312C3Z", status: 'I', seen: "TDCZ"},
+			{send: q("SELECT 2")}, // the probe said: no token
+		}},
 		{"extended_copy_to_stdout_probed", []step{
 			{send: parse("", "CALL p()")}, {send: bind("", "")}, {send: exec("")},
 			{send: parse("", "COPY t TO STDOUT")}, {send: bind("", ""), up: checkMsgs + " B()"}, {send: exec("")},

@@ -181,6 +181,11 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 			if sl.ends && sl.lexing {
 				s.lexPending--
 			}
+			if sl.copyGen != 0 && sl.copyGen == s.copyGen {
+				// The unit that may have started COPY-in mode was
+				// skipped: it started nothing.
+				s.copyPending = false
+			}
 		}
 		// No Sync sent yet (a pipeline ended by Flush): the client's
 		// messages up to its Sync are skipped too.
