@@ -125,6 +125,11 @@ type Statement struct {
 
 	// CopyFrom is set for COPY … FROM (STDIN, a file or a program).
 	CopyFrom bool
+	// CopyIn is set for COPY … FROM STDIN: the server then reads copy data
+	// from the client (COPY-in mode) and takes any other message sent
+	// before the client's CopyDone or CopyFail for bad copy data, so the
+	// gate must inject nothing behind it (see Session.endUnit).
+	CopyIn bool
 
 	// Prepared is, for PREPARE name AS statement, the analysis of that
 	// statement (its Text, Start and End are those of the PREPARE; its
@@ -381,6 +386,7 @@ func isHandOver(sel *pg_query.SelectStmt) bool {
 func classifyCopy(c *pg_query.CopyStmt, w *walker, st *Statement) Kind {
 	if c.IsFrom {
 		st.CopyFrom = true
+		st.CopyIn = c.Filename == "" && !c.IsProgram
 		return Write
 	}
 	if w.dml > 0 {

@@ -163,6 +163,11 @@ func (s *Session) decide(st, run *Statement) action {
 	if run != st && run != nil {
 		s.after(run)
 	}
+	if run != nil && (run.CopyIn || run != st && run.Opaque) {
+		// SQL EXECUTE of a COPY … FROM STDIN prepared by Parse, or of a
+		// statement the proxy no longer knows, which may be one.
+		s.unit.copyIn = true
+	}
 	return a
 }
 

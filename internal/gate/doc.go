@@ -52,6 +52,20 @@
 // token or resource, or the end of the transaction makes the next statement
 // check again.
 //
+// A probe of lock.fencing_token goes behind a unit (at a Query's end, or at
+// a Sync) only where the server reads the next message as a message: never
+// behind a unit that may have started COPY … FROM STDIN, where the server
+// would take it for copy data. It then waits for the next unit's end; the
+// session stays checked meanwhile, so waiting never skips a check.
+//
+// In COPY-in mode the server ignores the client's Sync and Flush (libpq's
+// PQexecParams sends a Sync behind the Execute of a COPY FROM STDIN, and
+// another after CopyDone). pgwire shows gate the client's CopyDone and
+// CopyFail (not CopyData), which mark where the copy ends in the queue;
+// the server's CommandComplete or ErrorResponse to the COPY says whether
+// the Syncs before that mark get a ReadyForQuery (copy.go lists the
+// orders modeled, and those that end the session with 08P01).
+//
 // Statement analysis is the pure bottom layer: [Analyze] parses a Query
 // string with pg_query (PostgreSQL's own parser, compiled in through cgo),
 // splits it into statements at the parser's boundaries and returns an

@@ -129,6 +129,7 @@ func (s *Session) close(kind byte, name string) Decision {
 
 // sync ends an extended-protocol unit.
 func (s *Session) sync() Decision {
+	s.skipUnknown = false // whatever the server skipped, it stops here
 	s.beginUnit()
 	return Decision{After: s.endUnit(slot{kind: slotSync})}
 }
@@ -162,9 +163,11 @@ func (s *Session) execute(portal string) Decision {
 		if s.fencingPossible() {
 			return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("portal", portal)})
 		}
-		// Whatever it runs may set a token: probe after it.
+		// Whatever it runs may set a token: probe after it, and it may be
+		// a COPY … FROM STDIN: not right after it (see endUnit).
 		s.extended()
 		s.after(opaqueRun())
+		s.unit.copyIn = true
 		s.slots.push(slot{kind: slotExecute})
 		return Decision{}
 	}
@@ -180,10 +183,20 @@ func (s *Session) execute(portal string) Decision {
 		before = s.injectRaise(an.refuse.sql())
 	case known != nil:
 		before = s.inject(s.decide(known, known))
+		// Code the proxy could not see ran since p was confirmed: p may
+		// still be, or now be, a COPY … FROM STDIN.
+		s.unit.copyIn = s.unit.copyIn || p.opaque
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		before = s.inject(s.decide(st, s.runs(st)))
 		ops = s.statementOps(st)
+		s.unit.copyIn = s.unit.copyIn || st.CopyIn
+	case an.a == nil:
+		// Not analysed (it cannot matter, or cannot be read in a session
+		// without fencing): it may still start COPY-in mode, in which the
+		// server ignores the client's Sync and would take a probe sent
+		// after it for copy data (see endUnit).
+		s.unit.copyIn = s.unit.copyIn || mayCopyIn(p.text, nil)
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}

@@ -41,6 +41,13 @@ func (s *Session) query(sql string) Decision {
 		sl.injected = []injKind{injRaise}
 	case an.a != nil:
 		out = s.rewrite(sql, an.a, &sl)
+		fallthrough
+	default:
+		// The client's text goes upstream: it may leave the server in
+		// COPY-in mode. A text the gate did not read (it could not matter,
+		// or could not be read in a session without fencing) counts when
+		// it holds the words.
+		s.unit.copyIn = s.unit.copyIn || mayCopyIn(sql, an.a)
 	}
 	after := s.endUnit(sl)
 	if out == nil {

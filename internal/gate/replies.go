@@ -56,10 +56,16 @@ func (s *Session) Server(r Reply) Verdict {
 		return Verdict{}
 	case 'N', 'A': // notices, notifications: any time
 		return Verdict{}
-	case 'E':
-		return s.serverError(r.Error)
 	}
 	h := s.slots.front()
+	if r.Type != 'Z' {
+		s.spareZ = 0 // spares come before any other reply (see copy.go)
+	} else if s.spare(h) {
+		return s.spareReady(r.Status)
+	}
+	if r.Type == 'E' {
+		return s.serverError(r.Error)
+	}
 	if h == nil {
 		return fail("%q with nothing awaiting a reply", r.Type)
 	}
@@ -67,9 +73,18 @@ func (s *Session) Server(r Reply) Verdict {
 	if !ok {
 		return fail("%q in reply to message kind %d", r.Type, h.kind)
 	}
+	h.replied = true
 	v := Verdict{}
 	if h.isInjected() || h.probe {
 		v.Act = Hide
+	}
+	switch {
+	case r.Type == 'G' && !h.copying:
+		s.copyStarted(h)
+	case r.Type == 'C' && h.copying:
+		if _, ok := s.copyRegion(h, true); !ok {
+			return fail("COPY completed with messages other than Sync or Flush in it, or before the client's CopyDone")
+		}
 	}
 	switch {
 	case h.kind == slotQuery && r.Type == 'C':
@@ -86,7 +101,7 @@ func (s *Session) Server(r Reply) Verdict {
 	if r.Type == 'Z' {
 		return s.readyForQuery(r.Status, v)
 	}
-	sl := s.slots.pop()
+	sl := s.popSlot()
 	for _, op := range sl.ops {
 		s.reg.settle(op, true)
 	}
@@ -126,8 +141,22 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	if probe {
 		s.setMaybe() // could not ask: assume a token
 	}
-	switch h.kind {
-	case slotQuery:
+	h.replied = true
+	spares := false
+	if h.copying {
+		var ok bool
+		if ok, spares = s.copyFailed(h); !ok {
+			return fail("COPY failed with messages other than Sync or Flush in it, or followed by a message the server may run or skip")
+		}
+	}
+	switch {
+	case spares && h.kind != slotQuery:
+		// The COPY's Execute: what follows is settled by copyFailed.
+		sl := s.popSlot()
+		for _, op := range sl.ops {
+			s.reg.settle(op, false)
+		}
+	case h.kind == slotQuery:
 		h.failed = true
 		for i := h.stmt; i < len(h.effects); i++ {
 			for _, op := range h.effects[i] {
@@ -135,7 +164,7 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 			}
 		}
 		h.effects, h.stmt = nil, len(h.injected) // the rest of the text is skipped
-	case slotFunctionCall:
+	case h.kind == slotFunctionCall:
 		// ReadyForQuery follows.
 	default:
 		// The server skips every message up to the next Sync.
@@ -151,6 +180,11 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 			}
 			if sl.ends && sl.lexing {
 				s.lexPending--
+			}
+			if sl.copyGen != 0 && sl.copyGen == s.copyGen {
+				// The unit that may have started COPY-in mode was
+				// skipped: it started nothing.
+				s.copyPending = false
 			}
 		}
 		// No Sync sent yet (a pipeline ended by Flush): the client's
@@ -178,7 +212,10 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 // readyForQuery ends the unit at the head of the queue with the server's
 // transaction status.
 func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
-	u := s.slots.pop()
+	u := s.popSlot()
+	if u.copyGen != 0 && u.copyGen == s.copyGen {
+		s.copyPending = false // the unit that may have started COPY-in mode is over
+	}
 	for _, op := range u.ops {
 		s.reg.settle(op, true) // a Query drops the unnamed statement and portal even when it fails
 	}

@@ -46,6 +46,11 @@ type Decision struct {
 	Drop bool
 	// After are messages to send upstream after the client's.
 	After []pgproto3.FrontendMessage
+	// Fail, when not empty, ends the session: the client's message is not
+	// sent, and the client gets a protocol-violation error saying Fail.
+	// Used where the server's state cannot be known (DESIGN.md "Fail
+	// closed", rule 6).
+	Fail string
 }
 
 // unitState is the gate's prediction, while the client sends a unit (a
@@ -59,6 +64,7 @@ type unitState struct {
 	key     checkKey
 	probe   bool // the unit ran something that may set the token unseen
 	lexing  bool // the unit may change how the server lexes text
+	copyIn  bool // the unit may leave the server in COPY-in mode: nothing may follow it
 }
 
 // Session is the fencing state machine of one client connection. It sees
@@ -92,6 +98,21 @@ type Session struct {
 	lastReady  byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
 	txChecked  bool // confirmed: the open transaction block has passed a check
 	txKey      checkKey
+
+	// COPY … FROM STDIN (see copy.go). copyActive: the server answered
+	// CopyInResponse and the client has sent no CopyDone or CopyFail
+	// since. copyPending: a unit that may start COPY-in mode ended, and
+	// neither its ReadyForQuery nor the client's CopyDone or CopyFail has
+	// come (copyGen numbers such units). spareZ: ReadyForQuery messages
+	// that may still come for Syncs sent in a COPY that failed (the server
+	// answers those it read after the error). skipUnknown: such a COPY
+	// failed in an extended sequence, and whether the server still skips
+	// to the next Sync is unknown until the client sends one.
+	copyActive  bool
+	copyPending bool
+	copyGen     uint64
+	spareZ      int
+	skipUnknown bool
 
 	pre precheckState
 }
@@ -136,6 +157,9 @@ func (s *Session) Client(m Msg) Decision {
 		}
 		s.skipping = false
 	}
+	if (s.copyActive || s.skipUnknown) && runsSQL(m.Type) {
+		return Decision{Fail: copyFailMsg(s.copyActive)}
+	}
 	if s.nameUnsafe(m.Name) || s.nameUnsafe(m.Portal) {
 		return s.refuseExtended(refusal{codeInvalidName, msgNameEncoding})
 	}
@@ -167,6 +191,8 @@ func (s *Session) client(m Msg) Decision {
 		return s.sync()
 	case 'F':
 		return s.functionCall()
+	case 'c', 'f':
+		return s.copyEnd()
 	}
 	return Decision{} // Flush, copy data, Terminate: no reply of their own
 }
@@ -201,21 +227,57 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 	if sl.lexing {
 		s.lexPending++
 	}
-	s.slots.push(sl)
 	s.probeDue = s.probeDue || s.unit.probe
+	copyIn := s.unit.copyIn
+	if copyIn {
+		s.copyGen++
+		s.copyPending = true
+		sl.copyGen = s.copyGen
+	}
 	s.unit = unitState{}
+	s.slots.push(sl)
 	s.reg.endUnit()
 	if sl.kind == slotSync {
 		s.extOpen = false
 	}
-	if s.probeDue && !s.extOpen {
+	if s.probeDue && !s.extOpen && !s.copyActive && !s.copyPending {
 		// Only at a Sync, or after a Query or FunctionCall outside an
 		// extended sequence: the probe's own Sync must not end a client's
-		// sequence early.
+		// sequence early. Nor while the server may be in COPY-in mode
+		// (COPY … FROM STDIN): after a unit that may have started it,
+		// until its ReadyForQuery or the client's CopyDone or CopyFail
+		// (copyPending), or once the server said so (copyActive). The
+		// server would read the probe as bad copy data, fail the COPY and
+		// answer out of order (DESIGN.md "Fail closed", rule 4: inject
+		// only where both sides agree). The probe stays due for the next
+		// unit's end; until it is answered the session may hold a token
+		// and is checked, so a later probe never lets anything through
+		// unchecked.
 		s.probeDue = false
 		return s.probe()
 	}
 	return nil
+}
+
+// mayCopyIn reports whether text may hold a COPY … FROM STDIN: a (true)
+// sure answer when a is its analysis, and when a is nil (not analysed, or
+// unreadable) true for every text holding the words "copy" and "stdin" in
+// any case. Both are keywords: ASCII in every client encoding, never
+// escaped nor quoted, so a text without them cannot start COPY-in mode.
+// A false true only defers a probe (see endUnit).
+func mayCopyIn(text string, a *Analysis) bool {
+	if !containsFold(text, "copy") || !containsFold(text, "stdin") {
+		return false
+	}
+	if a == nil {
+		return true
+	}
+	for i := range a.Statements {
+		if a.Statements[i].CopyIn {
+			return true
+		}
+	}
+	return false
 }
 
 // probe returns a probe of lock.fencing_token as a unit of its own, in the

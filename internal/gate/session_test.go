@@ -81,6 +81,9 @@ func showOne(m pgproto3.FrontendMessage) string {
 // when gate holds it back.
 func (w *wire) send(m Msg) string {
 	d := w.s.Client(m)
+	if d.Fail != "" {
+		return "FAIL"
+	}
 	if d.Wait {
 		if len(d.Before) > 0 {
 			return "WAIT " + show(d.Before)

@@ -13,6 +13,14 @@ const (
 	slotClose                          // CloseComplete
 	slotSync                           // ReadyForQuery
 	slotFunctionCall                   // FunctionCallResponse, then ReadyForQuery
+
+	// slotCopyEnd marks where the client's CopyDone or CopyFail went
+	// upstream: it gets no reply, and delimits the messages a COPY-in
+	// mode consumes (see Session.copyStarted).
+	slotCopyEnd
+	// slotDead is a Sync the server consumed in COPY-in mode, or a used
+	// slotCopyEnd: no reply will come; it is dropped on reaching the head.
+	slotDead
 )
 
 // slot is one message sent upstream whose replies have not all arrived.
@@ -47,6 +55,10 @@ type slot struct {
 	// For a pre-check Query (see Session.precheck): whether it failed.
 	precheck bool
 	failed   bool
+
+	replied bool   // a reply to this message has arrived
+	copying bool   // Query, Execute: answered CopyInResponse, the COPY not ended yet
+	copyGen uint64 // ending slot of a unit that may start COPY-in: Session.copyGen then
 }
 
 // injKind says whether a statement of a Query was the client's or injected.

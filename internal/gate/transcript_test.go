@@ -216,30 +216,37 @@ func TestTranscripts(t *testing.T) {
 			if tt.cfg != nil {
 				cfg = tt.cfg()
 			}
-			w := newWire(t, cfg, tt.token)
-			for i, st := range tt.steps {
-				if st.isReply() {
-					if st.replies == "S" {
-						w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
-						continue
-					}
-					if got := w.replies(st.replies, st.status); got != st.seen {
-						t.Fatalf("step %d: replies %q: client saw %q, want %q", i, st.replies, got, st.seen)
-					}
-					if st.replies == "CZ" && i > 0 && tt.steps[i-1].send.Text == "SET client_encoding = 'SJIS'" {
-						w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "SJIS"})
-					}
-					continue
-				}
-				want := st.up
-				if want == "" {
-					want = clientShow(st.send)
-				}
-				if got := w.send(st.send); got != want {
-					t.Fatalf("step %d: sent %s:\n got %s\nwant %s", i, clientShow(st.send), got, want)
-				}
-			}
+			replay(t, cfg, tt.token, tt.steps)
 		})
+	}
+}
+
+// replay runs steps against a new session and fails at the first step
+// whose upstream messages or client-visible replies differ.
+func replay(t *testing.T, cfg *Config, token bool, steps []step) {
+	t.Helper()
+	w := newWire(t, cfg, token)
+	for i, st := range steps {
+		if st.isReply() {
+			if st.replies == "S" {
+				w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+				continue
+			}
+			if got := w.replies(st.replies, st.status); got != st.seen {
+				t.Fatalf("step %d: replies %q: client saw %q, want %q", i, st.replies, got, st.seen)
+			}
+			if st.replies == "CZ" && i > 0 && steps[i-1].send.Text == "SET client_encoding = 'SJIS'" {
+				w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "SJIS"})
+			}
+			continue
+		}
+		want := st.up
+		if want == "" {
+			want = clientShow(st.send)
+		}
+		if got := w.send(st.send); got != want {
+			t.Fatalf("step %d: sent %s:\n got %s\nwant %s", i, clientShow(st.send), got, want)
+		}
 	}
 }
 

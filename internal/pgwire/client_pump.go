@@ -155,9 +155,20 @@ func (s *session) clientMessage(typ byte, n int) error {
 		}
 		return s.applyAfter(d, err)
 	case 'c', 'f':
+		// gate marks where the copy ends (the Syncs before it may be
+		// ignored by the server); CopyData is not shown to it.
+		d, err := s.decide(gate.Msg{Type: typ})
+		if err != nil {
+			return err
+		}
 		s.gateMu.Lock()
 		s.copyEnds++
 		s.gateMu.Unlock()
+		own, err := s.applyBefore(d)
+		if err == nil {
+			err = s.ownOrDiscard(own, n, func() error { return s.forward(typ, n) })
+		}
+		return s.applyAfter(d, err)
 	}
 	return s.forward(typ, n)
 }
@@ -214,6 +225,9 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 		d := s.gate.Client(m)
 		settled := s.gate.Settled()
 		s.gateMu.Unlock()
+		if d.Fail != "" {
+			return d, protocolViolation(d.Fail)
+		}
 		if !d.Wait {
 			return d, nil
 		}

@@ -92,7 +92,10 @@
 //     unknown message type, a malformed decoded message, or a message over
 //     Config.MaxMessageBytes; a server reply that cannot be decoded or
 //     matched to what was sent; a client message held back while the
-//     server waits for copy data
+//     server waits for copy data; a message gate refuses because the
+//     server's state cannot be known (gate.Decision.Fail: SQL sent during
+//     COPY FROM STDIN, or in an extended sequence after a failed COPY
+//     with a Sync in it, before the next Sync)
 //   - 0A000 a replication connection (startup parameter replication)
 //   - 28000 a plaintext client when Config.RequireClientTLS is set
 //   - 53300 a client beyond Config.MaxClientConns

@@ -113,8 +113,10 @@ func FuzzReader(f *testing.F) {
 }
 
 // FuzzSession sends arbitrary bytes as a client's messages through a
-// session's loops over net.Pipe, with a fake upstream that answers every
-// Query, Sync and FunctionCall with ReadyForQuery. The session must end,
+// session's loops over net.Pipe, with a fake upstream that answers as
+// PostgreSQL would, without rows (fakePG: every Query, Sync and
+// FunctionCall gets ReadyForQuery; COPY … FROM STDIN gets CopyInResponse
+// and reads what follows as the server does in COPY-in mode). The session must end,
 // and what reached the upstream must be whole messages of known types:
 // nothing half-forwarded except by a connection the proxy then closed.
 func FuzzSession(f *testing.F) {
@@ -133,6 +135,30 @@ func FuzzSession(f *testing.F) {
 	f.Add(seed)
 	f.Add(append(seed, 'Z', 0, 0, 0, 5, 'I'))
 	f.Add([]byte{'d', 0, 0, 0, 100, 'x'})
+	// COPY … FROM STDIN: libpq's PQexecParams (a Sync behind the Execute,
+	// another after CopyDone), Syncs inside a Query's COPY, a COPY that
+	// fails, two COPYs in one Query, SQL during the copy, a probe due.
+	const cp = "COPY t FROM STDIN"
+	row := &pgproto3.CopyData{Data: []byte("1\n")}
+	for _, msgs := range [][]pgproto3.FrontendMessage{
+		{&pgproto3.Parse{Query: cp}, &pgproto3.Bind{}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Sync{},
+			row, &pgproto3.CopyDone{}, &pgproto3.Sync{}, &pgproto3.Query{String: "SELECT 1"}},
+		{&pgproto3.Query{String: "CALL p(); " + cp}, &pgproto3.Sync{}, row, &pgproto3.CopyDone{}, &pgproto3.Query{String: "SELECT 1"}},
+		{&pgproto3.Parse{Query: cp}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}, row,
+			&pgproto3.CopyFail{Message: "no"}, &pgproto3.Sync{}, &pgproto3.Query{String: "SELECT 1"}},
+		{&pgproto3.Query{String: cp}, &pgproto3.Query{String: "SELECT 1"}},
+		{&pgproto3.Parse{Query: "CALL p()"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+			&pgproto3.Parse{Query: cp}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}, &pgproto3.Sync{},
+			&pgproto3.CopyDone{}, &pgproto3.Sync{}, &pgproto3.Query{String: "SELECT 1"}},
+		{&pgproto3.Query{String: cp + "; " + cp}, &pgproto3.CopyDone{}, &pgproto3.Sync{}, &pgproto3.CopyDone{},
+			&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}},
+	} {
+		var b []byte
+		for _, m := range msgs {
+			b, _ = m.Encode(b)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		t.Run("pipe", func(t *testing.T) {
 			clientEnd, proxyClient := net.Pipe()
@@ -160,6 +186,7 @@ func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, ups
 	replies, stop := make(chan []byte, 1<<10), make(chan struct{})
 	go func() {
 		ur := newReader(upstreamEnd)
+		pg := newFakePG()
 		for {
 			typ, n, err := ur.header()
 			if err == io.EOF || err == io.ErrUnexpectedEOF || errors.Is(err, syscall.ECONNRESET) {
@@ -181,7 +208,7 @@ func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, ups
 				upDone <- nil // cut short: the proxy closed the connection
 				return
 			}
-			if reply := fuzzReply(typ, body); reply != nil {
+			if reply := pg.reply(typ, body); reply != nil {
 				select {
 				case replies <- reply:
 				case <-stop:
@@ -220,33 +247,123 @@ func fuzzSession(t *testing.T, data []byte, clientEnd, proxyClient, proxyUp, ups
 	upstreamEnd.Close()
 }
 
-// fuzzReply is fuzzSession's upstream's answer to a frontend message: a
-// PostgreSQL server's, without rows or errors, so that what gate waits for
-// arrives.
-func fuzzReply(typ byte, body []byte) []byte {
-	msg := func(t byte, b ...byte) []byte {
-		return append([]byte{t, 0, 0, 0, byte(4 + len(b))}, b...)
+// fakePG is fuzzSession's upstream: it answers frontend messages as a
+// PostgreSQL server would, without rows, so that what gate waits for
+// arrives. It knows one kind of error: COPY … FROM STDIN (a Query or the
+// Execute of a portal whose text holds "copy" and "stdin") answers
+// CopyInResponse, and then, as in copyfromparse.c, CopyData, Sync and
+// Flush are read as part of the copy, CopyDone completes it, CopyFail and
+// any other message fail it (the other message is consumed). After an
+// error in an extended-protocol message it skips to Sync, as postgres.c
+// does; outside COPY-in mode it ignores CopyData, CopyDone and CopyFail.
+type fakePG struct {
+	copying byte // 'Q' or 'E': the message that started COPY-in mode
+	skip    bool
+	stmts   map[string]string
+	portals map[string]string
+}
+
+func newFakePG() *fakePG {
+	return &fakePG{stmts: map[string]string{}, portals: map[string]string{}}
+}
+
+func fakeMsg(t byte, b ...byte) []byte {
+	n := 4 + len(b)
+	return append([]byte{t, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, b...)
+}
+
+func fakeError(code string) []byte {
+	body := []byte("SERROR\x00C" + code + "\x00Mfake\x00\x00")
+	return fakeMsg('E', body...)
+}
+
+func fakeCopyIn(text string) bool {
+	l := bytes.ToLower([]byte(text))
+	return bytes.Contains(l, []byte("copy")) && bytes.Contains(l, []byte("stdin"))
+}
+
+// cstrings splits a message body into its leading NUL-terminated strings.
+func cstrings(body []byte, n int) []string {
+	var out []string
+	for len(out) < n {
+		i := bytes.IndexByte(body, 0)
+		if i < 0 {
+			out = append(out, string(body))
+			body = nil
+			continue
+		}
+		out = append(out, string(body[:i]))
+		body = body[i+1:]
 	}
-	done := msg('C', []byte("SELECT 0\x00")...)
-	ready := msg('Z', 'I')
+	return out
+}
+
+func (pg *fakePG) reply(typ byte, body []byte) []byte {
+	ready := fakeMsg('Z', 'I')
+	if pg.copying != 0 {
+		from := pg.copying
+		var out []byte
+		switch typ {
+		case 'd', 'S', 'H':
+			return nil
+		case 'c':
+			pg.copying = 0
+			out = fakeMsg('C', []byte("COPY 0\x00")...)
+			if from == 'Q' {
+				out = append(out, ready...)
+			}
+			return out
+		case 'f':
+			out = fakeError("57014")
+		default:
+			out = fakeError("08P01")
+		}
+		pg.copying = 0
+		if from == 'Q' {
+			return append(out, ready...)
+		}
+		pg.skip = true
+		return out
+	}
+	if pg.skip {
+		if typ == 'S' {
+			pg.skip = false
+			return ready
+		}
+		return nil
+	}
 	switch typ {
-	case 'Q', 'S':
+	case 'Q':
+		if fakeCopyIn(cstrings(body, 1)[0]) {
+			pg.copying = 'Q'
+			return fakeMsg('G', 0, 0, 0)
+		}
+		return ready
+	case 'S':
 		return ready
 	case 'F':
-		return append(msg('V', 0xff, 0xff, 0xff, 0xff), ready...)
+		return append(fakeMsg('V', 0xff, 0xff, 0xff, 0xff), ready...)
 	case 'P':
-		return msg('1')
+		f := cstrings(body, 2)
+		pg.stmts[f[0]] = f[1]
+		return fakeMsg('1')
 	case 'B':
-		return msg('2')
+		f := cstrings(body, 2)
+		pg.portals[f[0]] = pg.stmts[f[1]]
+		return fakeMsg('2')
 	case 'C':
-		return msg('3')
+		return fakeMsg('3')
 	case 'E':
-		return done
+		if fakeCopyIn(pg.portals[cstrings(body, 1)[0]]) {
+			pg.copying = 'E'
+			return fakeMsg('G', 0, 0, 0)
+		}
+		return fakeMsg('C', []byte("SELECT 0\x00")...)
 	case 'D':
 		if len(body) > 0 && body[0] == 'S' {
-			return append(msg('t', 0, 0), msg('n')...)
+			return append(fakeMsg('t', 0, 0), fakeMsg('n')...)
 		}
-		return msg('n')
+		return fakeMsg('n')
 	}
 	return nil
 }

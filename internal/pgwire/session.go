@@ -35,7 +35,7 @@ type session struct {
 	ur *reader       // from upstream
 	uw *bufio.Writer // to upstream; written by the client reader
 
-	gateMu sync.Mutex // serializes the two directions' calls into gate
+	gateMu sync.Mutex // serializes the two directions' calls into gate; stateMu may be taken under it, never the reverse
 	gate   gater      // fencing decisions for this session
 	encBuf []byte     // scratch for encoding injected messages (client direction)
 	// COPY FROM STDIN or CopyBoth mode, under gateMu (heldInCopy): copyIn,

@@ -122,13 +122,23 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	if settled {
 		s.copyEndsRef = s.copyEnds
 	}
-	s.gateMu.Unlock()
 	if typ == 'Z' {
+		// Still under gateMu: settled must not go stale. A client
+		// message gate takes after it unlocks (and pgwire then counts in
+		// sent) would otherwise be counted, then wiped by this reset,
+		// and a graceful shutdown could end the session with it in
+		// flight.
 		s.stateMu.Lock()
 		s.txStatus = r.Status
 		s.inflight = max(s.inflight-1, 0)
+		if settled {
+			// Every message sent has its replies, or gets none: a Sync
+			// sent during COPY FROM STDIN, which the server ignores.
+			s.inflight = 0
+		}
 		s.stateMu.Unlock()
 	}
+	s.gateMu.Unlock()
 	if settled || typ == 'G' || typ == 'W' {
 		// A CopyInResponse or CopyBothResponse wakes a held message too:
 		// see heldInCopy.
