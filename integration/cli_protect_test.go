@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestProtectCommand: protect refuses a name that matches no table (naming
@@ -57,6 +58,28 @@ func TestProtectCommand(t *testing.T) {
 	_, _, logs := startServe(t, nil, "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", pg.Addr())
 	if !strings.Contains(logs.String(), "database guard verified") {
 		t.Fatalf("serve did not verify the guard:\n%s", logs.String())
+	}
+	// --guard: the implementation of fence.guard (auto made it C: a
+	// superuser, and the test dependencies install the library).
+	guardImpl := func() string {
+		var lang string
+		c := connect(t, dsn, pgx.QueryExecModeExec)
+		if err := c.QueryRow(t.Context(), "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'fence.guard()'::regprocedure").Scan(&lang); err != nil {
+			t.Fatal(err)
+		}
+		return lang
+	}
+	if got := guardImpl(); got != "c" {
+		t.Fatalf("after protect as a superuser: fence.guard is %s, want c", got)
+	}
+	if out, err = fp("protect", "--dsn", dsn, "--config", cfg, "--guard", "plpgsql"); err != nil || !strings.Contains(out, "database guard installed (1 statements)") || guardImpl() != "plpgsql" {
+		t.Fatalf("protect --guard plpgsql: %v\n%s", err, out)
+	}
+	if out, err = fp("protect", "--dsn", dsn, "--config", cfg, "--guard", "cobol"); err == nil || !strings.Contains(out, `--guard "cobol": want auto, c or plpgsql`) {
+		t.Fatalf("protect --guard cobol: %v\n%s", err, out)
+	}
+	if out, err = fp("protect", "--dsn", dsn, "--config", cfg, "--guard", "c"); err != nil || guardImpl() != "c" {
+		t.Fatalf("protect --guard c: %v\n%s", err, out)
 	}
 	if out, err = fp("protect", "--dsn", dsn, "--remove"); err != nil || !strings.Contains(out, "database guard removed") {
 		t.Fatalf("remove: %v\n%s", err, out)
