@@ -26,7 +26,7 @@ view, rule, trigger, function or FK cascade. As a superuser it also installs
 event triggers that refuse DDL on those tables (ALTER, DROP, RENAME, COMMENT,
 DROP SCHEMA … CASCADE, …) without a check; otherwise it says they are missing.
 
-The trigger function fence.guard is PL/pgSQL, or C (a few times cheaper per
+The trigger function fence.guard is PL/pgSQL, or C (about ten times cheaper per
 write statement) when the library ext/fence_guard is installed in the server
 and protect runs as a superuser; --guard chooses.
 

@@ -29,7 +29,7 @@
 //
 // fence.guard has two implementations that make the same decision: the
 // PL/pgSQL body of the fence store's migration, and a C function
-// (ext/fence_guard) several times cheaper per write statement. Protect
+// (ext/fence_guard) about ten times cheaper per write statement. Protect
 // chooses (Options.Guard, impl.go); Verify and hwm.Status accept either.
 //
 // Statement-level, not row-level: a row-level PL/pgSQL trigger multiplies a
