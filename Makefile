@@ -13,7 +13,7 @@ build:
 test: vet test-deps
 	$(GO) test -count=1 -p 1 -timeout 30m $(PKGS)
 
-## test-deps: PostgreSQL and the drivers of integration/drivers (Debian packages, `pg` from npm)
+## test-deps: PostgreSQL, the drivers of integration/drivers (Debian packages, `pg` from npm) and ext/fence_guard built into that PostgreSQL
 .PHONY: test-deps compat
 test-deps:
 	scripts/install-test-deps.sh
