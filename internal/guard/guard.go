@@ -136,8 +136,9 @@ func (r *runner) note(format string, args ...any) {
 	r.rep.Notes = append(r.rep.Notes, fmt.Sprintf(format, args...))
 }
 
-// install writes the registry rows of entries, syncs the triggers, sets
-// fence.guard's implementation and creates the event triggers.
+// install writes the registry rows of entries, sets fence.guard's
+// implementation (creating it when missing), syncs the triggers and
+// creates the event triggers.
 func (r *runner) install(ctx context.Context, entries []Entry, guardImpl string) error {
 	all, err := resolveAll(ctx, r.q, entries)
 	if err != nil {
@@ -160,10 +161,12 @@ func (r *runner) install(ctx context.Context, entries []Entry, guardImpl string)
 			return err
 		}
 	}
-	if err := r.sync(ctx); err != nil {
+	// fence.guard first: the triggers sync creates call it, and a
+	// restore that could not create the C function leaves none.
+	if err := r.implementation(ctx, guardImpl); err != nil {
 		return err
 	}
-	if err := r.implementation(ctx, guardImpl); err != nil {
+	if err := r.sync(ctx); err != nil {
 		return err
 	}
 	return r.eventTriggers(ctx, len(tables) > 0)

@@ -658,6 +658,24 @@ func TestGuardImplementations(t *testing.T) {
 	if got := impl(); got != "c" {
 		t.Fatalf("after protect: fence.guard is %q, want c", got)
 	}
+	// fence.guard gone (as after restoring a dump with the C guard where
+	// the library is missing): protect creates it again, and the triggers.
+	if err := run(t, super, "BEGIN", check(1, "jobs"), check(1, "kids"), check(1, "ev"), check(1, "base"), check(1, "mixed"),
+		"DROP FUNCTION fence.guard() CASCADE", "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	e.protect(t, guard.Options{Guard: guard.GuardPLpgSQL})
+	if got := impl(); got != "plpgsql" {
+		t.Fatalf("after protect: the dropped fence.guard is %q, want plpgsql", got)
+	}
+	// A new session: fence.sync's plans in older ones hold the dropped
+	// function's oid.
+	if v, err := guard.Verify(t.Context(), pgxhwm.Querier{Conn: e.connect(t, pgcluster.Superuser)}, entries); err != nil || !v.OK() {
+		t.Fatalf("Verify after fence.guard was created again: %+v, %v", v, err)
+	}
+	if _, err := e.connect(t, e.app).Exec(t.Context(), "INSERT INTO jobs VALUES (1, 1)"); code(t, err) != "55Z02" {
+		t.Fatalf("unchecked insert after fence.guard was created again: %v, want 55Z02", err)
+	}
 	// A fence.guard that lets everything through: Verify reports it, and
 	// protect in any mode puts a real one back.
 	noop := "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"
