@@ -26,6 +26,7 @@ const (
 	failUpstreamLost    = "upstream_lost"
 	failTooMany         = "max_client_conns"
 	failProtocol        = "protocol"
+	failReplication     = "replication"
 )
 
 // Relays, for fenceproxy_relayed_sessions_total, and reasons a session

@@ -166,6 +166,7 @@ func (s *session) run(ctx context.Context) {
 		return
 	}
 	if v, ok := startup.Parameters["replication"]; ok && walsender(v) {
+		s.srv.metrics.refusedConns.WithLabelValues(failReplication).Inc()
 		s.log.Info("replication connection refused", "user", startup.Parameters["user"], "replication", v)
 		s.sendClient(fatal(codeFeatureNotSupported, "fenceproxy: replication connections are not supported (startup parameter replication="+v+"); connect to the server directly"))
 		return

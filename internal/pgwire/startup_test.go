@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net"
 	"testing"
 	"time"
@@ -35,6 +36,11 @@ func TestStartupRefusesReplication(t *testing.T) {
 				t.Errorf("replication=%q: got %s, want %s", value, got, want)
 			}
 		})
+	}
+	srv := NewServer(Config{Upstream: "127.0.0.1:1"})
+	startupErrorOn(t, srv, map[string]string{"user": "u", "replication": "database"})
+	if got := testutil.ToFloat64(srv.metrics.refusedConns.WithLabelValues(failReplication)); got != 1 {
+		t.Errorf("replication refusals counted %v, want 1", got)
 	}
 }
 
@@ -114,9 +120,15 @@ func startupError(t *testing.T, params map[string]string) string {
 // returns the SQLSTATE of the first ErrorResponse the client gets.
 func startupErrorAt(t *testing.T, upstream string, params map[string]string) string {
 	t.Helper()
+	return startupErrorOn(t, NewServer(Config{Upstream: upstream}), params)
+}
+
+// startupErrorOn is startupErrorAt with a server of the caller's.
+func startupErrorOn(t *testing.T, srv *Server, params map[string]string) string {
+	t.Helper()
 	clientEnd, proxyEnd := net.Pipe()
 	defer clientEnd.Close()
-	s := NewServer(Config{Upstream: upstream}).newSession(proxyEnd)
+	s := srv.newSession(proxyEnd)
 	go s.run(context.Background())
 	clientEnd.SetDeadline(time.Now().Add(3 * time.Second))
 	fe := pgproto3.NewFrontend(clientEnd, clientEnd)
