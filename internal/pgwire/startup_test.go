@@ -2,12 +2,12 @@ package pgwire
 
 import (
 	"context"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestStartupRefusesReplication: a startup packet that asks for a
