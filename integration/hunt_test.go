@@ -1,0 +1,70 @@
+package integration
+
+import (
+	"testing"
+)
+
+// A "--" comment ends at a carriage return as well as at a line feed
+// (scan.l: non_newline is [^\n\r]), so "-- x\rCALL p()" is a comment and a
+// CALL. The gate's byte filter (mayMatter) took the CR for a blank inside the
+// comment's line and did not see CALL, DO or END as a statement's first
+// word: the text went upstream unanalysed.
+
+// TestHuntCRCommentHidesCall: a session with no token runs a procedure that
+// sets the stale token 41 behind such a comment; the proxy sends no probe
+// and the next write goes upstream with no check.
+func TestHuntCRCommentHidesCall(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(),
+		`CREATE PROCEDURE p() LANGUAGE plpgsql AS $$BEGIN
+			PERFORM set_config('lock.fencing_token', '41', false);
+			PERFORM set_config('lock.resource', 'acct/1', false);
+		END$$`)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "-- x\rCALL p()")
+	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntCRCommentHidesDo: the same with a DO block calling a function
+// (the block's own END hidden the same way).
+func TestHuntCRCommentHidesDo(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(),
+		`CREATE FUNCTION f() RETURNS void LANGUAGE sql AS $$
+			SELECT set_config('lock.fencing_token', '41', false), set_config('lock.resource', 'acct/1', false)$$`)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "SELECT 1; -- x\rDO 'BEGIN PERFORM f(); --\rEND'")
+	err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntCRCommentHidesEnd: in a transaction block checked with token 100,
+// "-- x\rEND" commits inside a Query the proxy forwarded unanalysed; the
+// Query's next statement runs in a new transaction with no check. The mark
+// reaches 101 before (bump stands in for a new holder's check, made here in
+// the same transaction so that the order is certain); the old holder's
+// write then lands under the stale token 100.
+func TestHuntCRCommentHidesEnd(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(), "CREATE FUNCTION bump() RETURNS void LANGUAGE sql AS $$UPDATE fence.hwm SET token = 101 WHERE resource = 'acct/1'$$")
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c,
+		"SET lock.resource = 'acct/1'",
+		"SET lock.fencing_token = 100",
+		"BEGIN",
+		"SELECT balance FROM accounts WHERE id = 1",
+		"SELECT bump()",
+	)
+	err := rawExec(t, c, "-- x\rEND; UPDATE accounts SET balance = 1 WHERE id = 1")
+	if got := e.mark(t, "acct/1"); got != 101 {
+		t.Fatalf("mark = %d, want 101", got)
+	}
+	if err == nil {
+		t.Fatal("UPDATE after a CR-hidden END ran without a check")
+	}
+	wantCode(t, err, "55Z01")
+	e.wantUntouched(t)
+}
