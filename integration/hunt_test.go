@@ -68,3 +68,46 @@ func TestHuntCRCommentHidesEnd(t *testing.T) {
 	wantCode(t, err, "55Z01")
 	e.wantUntouched(t)
 }
+
+// TestHuntExecuteResourceCommentDropsPreparedToken: a statement PREPAREd
+// with the stale token 41 in its comment, run by an EXECUTE whose own
+// comment names only a resource. The EXECUTE's directives replaced the
+// prepared statement's whole, so its token was lost: in a session with no
+// token the write ran with no check.
+func TestHuntExecuteResourceCommentDropsPreparedToken(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "PREPARE p AS /* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, rawExec(t, c, "/* resource=acct/1 */ EXECUTE p"), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntExecuteResourceCommentFreshSession: the same in a session whose
+// setting holds the current token 100: the check ran with 100, not with the
+// prepared statement's 41.
+func TestHuntExecuteResourceCommentFreshSession(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c,
+		"SET lock.resource = 'acct/1'",
+		"SET lock.fencing_token = 100",
+		"PREPARE p AS /* fencing_token=41 */ UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, rawExec(t, c, "/* resource=acct/1 */ EXECUTE p"), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntExecuteConflictingTokens: an EXECUTE whose comment names another
+// token than the prepared statement's is ambiguous, and refused (22023) as
+// two tokens in one statement are.
+func TestHuntExecuteConflictingTokens(t *testing.T) {
+	e := staleEnv(t)
+	for _, exec := range []string{"/* fencing_token=100 */ EXECUTE p", "/* fencing_token=41 resource=acct/2 */ EXECUTE p"} {
+		c := rawConnect(t, e.viaProxy())
+		rawSetup(t, c, "PREPARE p AS /* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = 1 WHERE id = 1")
+		wantCode(t, rawExec(t, c, exec), "22023")
+	}
+	e.wantUntouched(t)
+	if got := e.mark(t, "acct/1"); got != 100 {
+		t.Fatalf("mark = %d, want 100", got)
+	}
+}

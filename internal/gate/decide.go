@@ -205,9 +205,9 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if st.TouchesFence || run.TouchesFence {
 		return raise(codeFenceWrite, msgFenceWrite)
 	}
-	dir := st.Directives
-	if dir.IsZero() {
-		dir = run.Directives
+	dir, conflict := runDirectives(st.Directives, run.Directives)
+	if conflict != nil {
+		return action{kind: actRaise, refuse: *conflict}
 	}
 	switch run.Kind {
 	case NoTxnBlock:
@@ -251,6 +251,37 @@ func (s *Session) decideOne(st, run *Statement) action {
 		return action{}
 	}
 	return action{kind: actCheck, args: args, extra: extra}
+}
+
+// runDirectives returns the directives a statement runs under: those of
+// st's own comments, each field falling back to the directives of run, the
+// statement that runs (the prepared statement of SQL EXECUTE, the cursor's
+// query of FETCH), fixed when it was prepared. A comment on the EXECUTE that
+// names only a resource must not drop the prepared statement's token (its
+// write would then run under the session's token, or with no check at all).
+// Two different values for one field are refused, as within one statement.
+func runDirectives(st, run Directives) (Directives, *refusal) {
+	var err interface {
+		error
+		SQLState() string
+	}
+	d := st
+	switch {
+	case d.Token == 0:
+		d.Token = run.Token
+	case run.Token != 0 && run.Token != d.Token:
+		err = &TokenError{Value: strconv.FormatInt(d.Token, 10), Reason: "conflicts with fencing_token=" + strconv.FormatInt(run.Token, 10) + " of the statement it runs"}
+	}
+	switch {
+	case d.Resource == "":
+		d.Resource = run.Resource
+	case run.Resource != "" && run.Resource != d.Resource && err == nil:
+		err = &DirectiveError{Key: keyResource, Value: d.Resource, Reason: "conflicts with resource " + strconv.Quote(run.Resource) + " of the statement it runs"}
+	}
+	if err != nil {
+		return d, &refusal{err.SQLState(), "fenceproxy: " + err.Error()}
+	}
+	return d, nil
 }
 
 // tableChecks returns one more check per resource of the tables a
