@@ -111,3 +111,51 @@ func TestHuntExecuteConflictingTokens(t *testing.T) {
 		t.Fatalf("mark = %d, want 100", got)
 	}
 }
+
+// TestHuntOpaqueForgetsPreparedToken: after a DO block the proxy treats the
+// prepared statements it knew as unknown code, and forgets the token in
+// their comments. The probe after the DO finds no session token, and the
+// EXECUTE of a statement prepared with the stale token 41 in its comment
+// runs with no check.
+func TestHuntOpaqueForgetsPreparedToken(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c,
+		"PREPARE p AS /* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = 1 WHERE id = 1",
+		"DO $$ BEGIN END $$",
+		"SELECT 1",
+	)
+	wantCode(t, rawExec(t, c, "EXECUTE p"), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntOpaqueForgetsParsedToken: the same with a statement prepared by
+// the protocol's Parse.
+func TestHuntOpaqueForgetsParsedToken(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	if _, err := c.Prepare(t.Context(), "s", "/* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = 1 WHERE id = 1", nil); err != nil {
+		t.Fatal(err)
+	}
+	rawSetup(t, c, "DO $$ BEGIN END $$", "SELECT 1")
+	wantCode(t, c.ExecPrepared(t.Context(), "s", nil, nil, nil).Read().Err, "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntOpaqueReplacedPreparedStatement: the DO block replaced p by a
+// statement without the comment; the session's stale token 41 is then the
+// one it runs under, and the proxy checks it as well as the token p's
+// comment carried.
+func TestHuntOpaqueReplacedPreparedStatement(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c,
+		"SET lock.resource = 'acct/1'",
+		"SET lock.fencing_token = 100",
+		"PREPARE p AS /* fencing_token=200 resource=acct/9 */ SELECT 1",
+		"DO $$ BEGIN EXECUTE 'DEALLOCATE p'; EXECUTE 'PREPARE p AS UPDATE accounts SET balance = 1 WHERE id = 1'; END $$",
+		"SET lock.fencing_token = 41",
+	)
+	wantCode(t, rawExec(t, c, "EXECUTE p"), "55Z01")
+	e.wantUntouched(t)
+}

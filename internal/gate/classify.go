@@ -136,6 +136,11 @@ type Statement struct {
 	// Directives are PREPARE's). Nil for every other statement.
 	Prepared *Statement
 
+	// recalled: an opaque stand-in (see Session.opaqueRunOf) whose
+	// Directives are those the statement carried when the proxy last knew
+	// it; unreadable: such a statement's comments could not be read again.
+	recalled, unreadable bool
+
 	// Directives are read from the comments within this statement's span;
 	// for a query of one statement, from comments anywhere in the text. A
 	// comment after the last statement's terminating ';' of a

@@ -205,6 +205,9 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if st.TouchesFence || run.TouchesFence {
 		return raise(codeFenceWrite, msgFenceWrite)
 	}
+	if run.unreadable {
+		return raise(codeCannotFence, msgLexChanged)
+	}
 	dir, conflict := runDirectives(st.Directives, run.Directives)
 	if conflict != nil {
 		return action{kind: actRaise, refuse: *conflict}
@@ -247,6 +250,9 @@ func (s *Session) decideOne(st, run *Statement) action {
 		args.Token = strconv.FormatInt(dir.Token, 10)
 	}
 	extra := tableChecks(args, m.resources)
+	if run.recalled && s.tokenMaybe {
+		extra = append(extra, hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: args.Advance})
+	}
 	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) {
 		return action{}
 	}
@@ -365,6 +371,30 @@ func (s *Session) sessionKey() checkKey {
 // opaqueRun stands for a statement whose text the proxy cannot know: it is
 // checked wherever the session may hold a token, and followed by a probe.
 func opaqueRun() *Statement { return &Statement{Kind: Write, Opaque: true} }
+
+// opaqueRunOf stands for p after code the proxy could not see ran since the
+// server confirmed it (it may have replaced p under the same name): what it
+// runs is unknown, but a token in the comments p carried when the proxy knew
+// it still counts, since a named statement's comment is fixed for every
+// execution. Such a run is checked with that token and, where the session
+// may hold one, with the session's token too (in case p was replaced by a
+// statement without the comment).
+func (s *Session) opaqueRunOf(p *prepared) *Statement {
+	run := opaqueRun()
+	switch {
+	case p.st != nil:
+		run.Directives = p.st.Directives
+	case p.text != "" && mayHaveDirectives(p.text):
+		d, err := ParseDirectives(p.text)
+		if err != nil || p.lex.unsafe(p.text) != "" || p.lexUnsure && lexRisky(p.text) {
+			run.unreadable = true
+			break
+		}
+		run.Directives = d
+	}
+	run.recalled = run.Directives.Token != 0
+	return run
+}
 
 // fmtFirstWords puts the first words of text in place of %s in msg.
 func fmtFirstWords(msg, text string) string {

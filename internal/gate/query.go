@@ -133,7 +133,7 @@ func (s *Session) runs(st *Statement) *Statement {
 	case !found || p.unknown:
 		return nil
 	case p.opaque:
-		return opaqueRun()
+		return s.opaqueRunOf(p)
 	case p.st != nil:
 		return p.st
 	}
