@@ -159,3 +159,16 @@ func TestHuntOpaqueReplacedPreparedStatement(t *testing.T) {
 	wantCode(t, rawExec(t, c, "EXECUTE p"), "55Z01")
 	e.wantUntouched(t)
 }
+
+// TestHuntKelvinSignTokenKey: the gate compares directive keys with
+// Unicode folding ("fencing_to\u212Aen", with a Kelvin sign, is the token
+// key) but its filter before the scanner looked for the keys in ASCII: the
+// stale token 41 in such a comment was dropped, and in a session with no
+// token the write ran with no check.
+func TestHuntKelvinSignTokenKey(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "SET lock.resource = 'acct/1'")
+	wantCode(t, rawExec(t, c, "/* fencing_to\u212Aen=41 */ UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
+	e.wantUntouched(t)
+}

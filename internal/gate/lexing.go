@@ -72,7 +72,11 @@ func lexRisky(sql string) bool {
 // transaction or undo a check (COMMIT, ROLLBACK, ABORT, PREPARE
 // TRANSACTION), change prepared statements (PREPARE, DEALLOCATE), run a
 // portal (FETCH, MOVE), or use a reserved name (they hold the byte 0x1F).
-var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f", "fetch", "move"}
+//
+// The Kelvin sign and the long s are there because directive keys are
+// compared with Unicode folding, under which they read as 'k' and 's'
+// ("fencing_to\u212Aen", "re\u017Fource"; see mayHaveDirectives).
+var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f", "fetch", "move", "\u212A", "\u017F"}
 
 // startWords are keywords that matter only as the first word of a
 // statement: SET (and SET LOCAL), DO, CALL and END.
