@@ -172,3 +172,74 @@ func TestHuntKelvinSignTokenKey(t *testing.T) {
 	wantCode(t, rawExec(t, c, "/* fencing_to\u212Aen=41 */ UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
 	e.wantUntouched(t)
 }
+
+// Attacks that held (regression tests).
+
+// TestHuntWithHoldCursorSetsTokenAtCommit: a WITH HOLD cursor's query runs
+// to its end at COMMIT, so its set_config calls set the stale token then,
+// after the DECLARE and with no statement in between.
+func TestHuntWithHoldCursorSetsTokenAtCommit(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c,
+		"BEGIN",
+		"DECLARE c CURSOR WITH HOLD FOR SELECT set_config('lock.fencing_token', '41', false), set_config('lock.resource', 'acct/1', false)",
+		"COMMIT",
+	)
+	wantCode(t, rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
+	wantCode(t, rawExec(t, c, "DO $$ BEGIN END $$"), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntResetAllRestoresStartupToken: RESET ALL brings back the stale
+// token of the startup parameters after the session set a current one.
+func TestHuntResetAllRestoresStartupToken(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy()+"&options=-c%20lock.fencing_token%3D41%20-c%20lock.resource%3Dacct%2F1")
+	rawSetup(t, c, "SET lock.fencing_token = 100", "SELECT 1", "DO $$ BEGIN END $$")
+	wantCode(t, rawExec(t, c, "RESET ALL; UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntRoleDefaultToken: ALTER ROLE … IN DATABASE … SET applies at
+// login without a word on the wire; SET ROLE and SET SESSION AUTHORIZATION
+// do not clear it.
+func TestHuntRoleDefaultToken(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(),
+		"ALTER ROLE CURRENT_USER IN DATABASE "+e.db+" SET lock.fencing_token = 41",
+		"ALTER ROLE CURRENT_USER IN DATABASE "+e.db+" SET lock.resource = 'acct/1'")
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "SET SESSION AUTHORIZATION DEFAULT", "SET ROLE NONE")
+	wantCode(t, rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestHuntGBKHidesQuote: under client_encoding GBK the byte 0x5C ('\')
+// may end a two-byte character; the proxy refuses text with such bytes.
+func TestHuntGBKHidesQuote(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41", "SET client_encoding = 'GBK'")
+	err := rawExec(t, c, "SELECT E'\x81\\'; UPDATE accounts SET balance = 1 WHERE id = 1; SELECT '")
+	wantCode(t, err, "0A000")
+	e.wantUntouched(t)
+}
+
+// TestHuntCommitAndChainChecksAgain: COMMIT AND CHAIN starts a new
+// transaction inside the same Query; its write is checked again, after the
+// mark moved on (bump stands in for a new holder).
+func TestHuntCommitAndChainChecksAgain(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(), "CREATE FUNCTION bump() RETURNS void LANGUAGE sql AS $$UPDATE fence.hwm SET token = 101 WHERE resource = 'acct/1'$$")
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c,
+		"SET lock.resource = 'acct/1'",
+		"SET lock.fencing_token = 100",
+		"BEGIN",
+		"SELECT bump()",
+	)
+	wantCode(t, rawExec(t, c, "COMMIT AND CHAIN; UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
+	_ = rawExec(t, c, "ROLLBACK")
+	e.wantUntouched(t)
+}
