@@ -173,6 +173,22 @@ func TestHuntKelvinSignTokenKey(t *testing.T) {
 	e.wantUntouched(t)
 }
 
+// TestHuntCreateTableAsExecuteDropsPreparedToken: CREATE TABLE … AS EXECUTE runs a statement PREPAREd with the stale token
+// 41 in its comment. A plain "EXECUTE p" was refused (55Z01), but the CTAS
+// was judged on its own text, which carries no directive: in a session with
+// no token it ran with no check, and the new table landed under the stale
+// token (the prepared statement's comment was never consulted).
+func TestHuntCreateTableAsExecuteDropsPreparedToken(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "PREPARE p AS /* fencing_token=41 resource=acct/1 */ SELECT 1 AS x")
+	wantCode(t, rawExec(t, c, "CREATE TABLE t2 AS EXECUTE p"), "55Z01")
+	wantCode(t, rawExec(t, c, "EXECUTE p"), "55Z01")
+	// After code the proxy cannot see, p is opaque: its comment still counts.
+	rawSetup(t, c, "DO $$ BEGIN END $$", "SELECT 1")
+	wantCode(t, rawExec(t, c, "CREATE TABLE t2 AS EXECUTE p"), "55Z01")
+}
+
 // Attacks that held (regression tests).
 
 // TestHuntWithHoldCursorSetsTokenAtCommit: a WITH HOLD cursor's query runs

@@ -208,7 +208,14 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if run.unreadable {
 		return raise(codeCannotFence, msgLexChanged)
 	}
-	dir, conflict := runDirectives(st.Directives, run.Directives)
+	runDir := run.Directives
+	if run == st && st.execName != "" {
+		var r *refusal
+		if runDir, r = s.executedDirectives(st); r != nil {
+			return action{kind: actRaise, refuse: *r}
+		}
+	}
+	dir, conflict := runDirectives(st.Directives, runDir)
 	if conflict != nil {
 		return action{kind: actRaise, refuse: *conflict}
 	}
@@ -288,6 +295,36 @@ func runDirectives(st, run Directives) (Directives, *refusal) {
 		return d, &refusal{err.SQLState(), "fenceproxy: " + err.Error()}
 	}
 	return d, nil
+}
+
+// executedDirectives returns the directives of the prepared statement that
+// st, a CREATE TABLE … AS EXECUTE, runs: a token in its comment counts as
+// for a plain EXECUTE. A statement the proxy cannot read is refused where
+// a plain EXECUTE of it would be.
+func (s *Session) executedDirectives(st *Statement) (Directives, *refusal) {
+	p, found, _ := s.reg.lookup(regKey{name: st.execName})
+	if !found || p.unknown {
+		return Directives{}, nil // as for EXECUTE of a statement the proxy never saw
+	}
+	var ps *Statement
+	switch {
+	case p.opaque:
+		ps = s.opaqueRunOf(p)
+		if ps.unreadable {
+			return Directives{}, &refusal{codeCannotFence, msgLexChanged}
+		}
+	case p.st != nil:
+		ps = p.st
+	default:
+		ps = s.analyzeStatement(p)
+	}
+	if ps == nil {
+		if s.fencingPossible() || st.Directives.Token != 0 {
+			return Directives{}, &refusal{codeUnknownStmt, unknownMsg("prepared statement", st.execName)}
+		}
+		return Directives{}, nil
+	}
+	return ps.Directives, nil
 }
 
 // tableChecks returns one more check per resource of the tables a

@@ -66,6 +66,11 @@ func (s *Session) mustWait(a *Analysis) bool {
 				return true
 			}
 		}
+		if st.execName != "" {
+			if _, _, wait := s.reg.lookup(regKey{name: st.execName}); wait {
+				return true
+			}
+		}
 	}
 	return false
 }
