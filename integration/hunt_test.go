@@ -173,10 +173,11 @@ func TestHuntKelvinSignTokenKey(t *testing.T) {
 	e.wantUntouched(t)
 }
 
-// TestHuntCreateTableAsExecuteDropsPreparedToken: CREATE TABLE … AS EXECUTE runs a statement PREPAREd with the stale token
-// 41 in its comment. A plain "EXECUTE p" was refused (55Z01), but the CTAS
-// was judged on its own text, which carries no directive: in a session with
-// no token it ran with no check, and the new table landed under the stale
+// TestHuntCreateTableAsExecuteDropsPreparedToken: CREATE TABLE … AS
+// EXECUTE runs a statement PREPAREd with the stale token 41 in its
+// comment. A plain "EXECUTE p" was refused (55Z01), but the CTAS was
+// judged on its own text, which carries no directive: in a session with no
+// token it ran with no check, and the new table landed under the stale
 // token (the prepared statement's comment was never consulted).
 func TestHuntCreateTableAsExecuteDropsPreparedToken(t *testing.T) {
 	e := staleEnv(t)
