@@ -136,6 +136,14 @@ type Statement struct {
 	// Directives are PREPARE's). Nil for every other statement.
 	Prepared *Statement
 
+	// recalled: an opaque stand-in (see Session.opaqueRunOf) whose
+	// Directives are those the statement carried when the proxy last knew
+	// it; unreadable: such a statement's comments could not be read again.
+	recalled, unreadable bool
+	// execName: for CREATE TABLE … AS EXECUTE, the prepared statement
+	// it runs.
+	execName string
+
 	// Directives are read from the comments within this statement's span;
 	// for a query of one statement, from comments anywhere in the text. A
 	// comment after the last statement's terminating ';' of a
@@ -279,8 +287,15 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		}
 		st.HandOver = isHandOver(s.SelectStmt)
 		return Read
+	case *pg_query.Node_CreateTableAsStmt:
+		// CREATE TABLE … AS EXECUTE p: p runs, with the directives of its
+		// comment (see Session.executedDirectives).
+		if ex := s.CreateTableAsStmt.GetQuery().GetExecuteStmt(); ex != nil {
+			st.execName = ex.Name
+		}
+		return Write
 	case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt,
-		*pg_query.Node_MergeStmt, *pg_query.Node_TruncateStmt, *pg_query.Node_CreateTableAsStmt:
+		*pg_query.Node_MergeStmt, *pg_query.Node_TruncateStmt:
 		return Write
 	case *pg_query.Node_ExplainStmt:
 		if hasOption(s.ExplainStmt.Options, "analyze") {

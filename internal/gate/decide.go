@@ -205,9 +205,19 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if st.TouchesFence || run.TouchesFence {
 		return raise(codeFenceWrite, msgFenceWrite)
 	}
-	dir := st.Directives
-	if dir.IsZero() {
-		dir = run.Directives
+	if run.unreadable {
+		return raise(codeCannotFence, msgLexChanged)
+	}
+	runDir := run.Directives
+	if run == st && st.execName != "" {
+		var r *refusal
+		if runDir, r = s.executedDirectives(st); r != nil {
+			return action{kind: actRaise, refuse: *r}
+		}
+	}
+	dir, conflict := runDirectives(st.Directives, runDir)
+	if conflict != nil {
+		return action{kind: actRaise, refuse: *conflict}
 	}
 	switch run.Kind {
 	case NoTxnBlock:
@@ -247,10 +257,74 @@ func (s *Session) decideOne(st, run *Statement) action {
 		args.Token = strconv.FormatInt(dir.Token, 10)
 	}
 	extra := tableChecks(args, m.resources)
+	if run.recalled && s.tokenMaybe {
+		extra = append(extra, hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: args.Advance})
+	}
 	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) {
 		return action{}
 	}
 	return action{kind: actCheck, args: args, extra: extra}
+}
+
+// runDirectives returns the directives a statement runs under: those of
+// st's own comments, each field falling back to the directives of run, the
+// statement that runs (the prepared statement of SQL EXECUTE, the cursor's
+// query of FETCH), fixed when it was prepared. A comment on the EXECUTE that
+// names only a resource must not drop the prepared statement's token (its
+// write would then run under the session's token, or with no check at all).
+// Two different values for one field are refused, as within one statement.
+func runDirectives(st, run Directives) (Directives, *refusal) {
+	var err interface {
+		error
+		SQLState() string
+	}
+	d := st
+	switch {
+	case d.Token == 0:
+		d.Token = run.Token
+	case run.Token != 0 && run.Token != d.Token:
+		err = &TokenError{Value: strconv.FormatInt(d.Token, 10), Reason: "conflicts with fencing_token=" + strconv.FormatInt(run.Token, 10) + " of the statement it runs"}
+	}
+	switch {
+	case d.Resource == "":
+		d.Resource = run.Resource
+	case run.Resource != "" && run.Resource != d.Resource && err == nil:
+		err = &DirectiveError{Key: keyResource, Value: d.Resource, Reason: "conflicts with resource " + strconv.Quote(run.Resource) + " of the statement it runs"}
+	}
+	if err != nil {
+		return d, &refusal{err.SQLState(), "fenceproxy: " + err.Error()}
+	}
+	return d, nil
+}
+
+// executedDirectives returns the directives of the prepared statement that
+// st, a CREATE TABLE … AS EXECUTE, runs: a token in its comment counts as
+// for a plain EXECUTE. A statement the proxy cannot read is refused where
+// a plain EXECUTE of it would be.
+func (s *Session) executedDirectives(st *Statement) (Directives, *refusal) {
+	p, found, _ := s.reg.lookup(regKey{name: st.execName})
+	if !found || p.unknown {
+		return Directives{}, nil // as for EXECUTE of a statement the proxy never saw
+	}
+	var ps *Statement
+	switch {
+	case p.opaque:
+		ps = s.opaqueRunOf(p)
+		if ps.unreadable {
+			return Directives{}, &refusal{codeCannotFence, msgLexChanged}
+		}
+	case p.st != nil:
+		ps = p.st
+	default:
+		ps = s.analyzeStatement(p)
+	}
+	if ps == nil {
+		if s.fencingPossible() || st.Directives.Token != 0 {
+			return Directives{}, &refusal{codeUnknownStmt, unknownMsg("prepared statement", st.execName)}
+		}
+		return Directives{}, nil
+	}
+	return ps.Directives, nil
 }
 
 // tableChecks returns one more check per resource of the tables a
@@ -334,6 +408,30 @@ func (s *Session) sessionKey() checkKey {
 // opaqueRun stands for a statement whose text the proxy cannot know: it is
 // checked wherever the session may hold a token, and followed by a probe.
 func opaqueRun() *Statement { return &Statement{Kind: Write, Opaque: true} }
+
+// opaqueRunOf stands for p after code the proxy could not see ran since the
+// server confirmed it (it may have replaced p under the same name): what it
+// runs is unknown, but a token in the comments p carried when the proxy knew
+// it still counts, since a named statement's comment is fixed for every
+// execution. Such a run is checked with that token and, where the session
+// may hold one, with the session's token too (in case p was replaced by a
+// statement without the comment).
+func (s *Session) opaqueRunOf(p *prepared) *Statement {
+	run := opaqueRun()
+	switch {
+	case p.st != nil:
+		run.Directives = p.st.Directives
+	case p.text != "" && mayHaveDirectives(p.text):
+		d, err := ParseDirectives(p.text)
+		if err != nil || p.lex.unsafe(p.text) != "" || p.lexUnsure && lexRisky(p.text) {
+			run.unreadable = true
+			break
+		}
+		run.Directives = d
+	}
+	run.recalled = run.Directives.Token != 0
+	return run
+}
 
 // fmtFirstWords puts the first words of text in place of %s in msg.
 func fmtFirstWords(msg, text string) string {

@@ -79,12 +79,17 @@ func ParseDirectives(sql string) (Directives, error) {
 type span struct{ start, end int }
 
 // mayHaveDirectives is a cheap filter run before the scanner: without a
-// comment marker and one of our keys, no directive can be present.
+// comment marker and one of our keys, no directive can be present. Keys
+// are compared with strings.EqualFold, whose Unicode folding also reads the
+// Kelvin sign as 'k' and the long s as 's' ("fencing_to\u212Aen",
+// "re\u017Fource"): a text holding either is scanned too, or such a key
+// would count only when the other key is spelled in ASCII beside it.
 func mayHaveDirectives(sql string) bool {
 	if !strings.Contains(sql, "/*") && !strings.Contains(sql, "--") {
 		return false
 	}
-	return containsFold(sql, keyToken) || containsFold(sql, keyResource)
+	return containsFold(sql, keyToken) || containsFold(sql, keyResource) ||
+		strings.Contains(sql, "\u212A") || strings.Contains(sql, "\u017F")
 }
 
 // containsFold reports whether s contains the lower-case ASCII word sub,

@@ -196,3 +196,24 @@ func FuzzDirectives(f *testing.F) {
 		}
 	})
 }
+
+// TestDirectiveKeysUnicodeFold: a key spelled with a character that folds
+// to an ASCII letter (Kelvin sign, long s) counts as the key, whether or not
+// the other key is spelled in ASCII in the same comment.
+func TestDirectiveKeysUnicodeFold(t *testing.T) {
+	for s, want := range map[string]Directives{
+		"SELECT 1 /* fencing_to\u212Aen=41 */":            {Token: 41},
+		"SELECT 1 /* fencing_to\u212Aen=41 resource=a */": {Token: 41, Resource: "a"},
+		"SELECT 1 -- re\u017Fource=b":                     {Resource: "b"},
+		"SELECT 1 /* re\u017Fource=b fencing_token=4 */":  {Token: 4, Resource: "b"},
+	} {
+		d, err := ParseDirectives(s)
+		if err != nil || d != want {
+			t.Errorf("ParseDirectives(%q) = %+v, %v; want %+v", s, d, err, want)
+		}
+		a, err := Analyze(s)
+		if err != nil || a.Statements[0].Directives != want {
+			t.Errorf("Analyze(%q): %v; want %+v", s, err, want)
+		}
+	}
+}

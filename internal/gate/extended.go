@@ -208,7 +208,7 @@ func (s *Session) execute(portal string) Decision {
 func (s *Session) resolve(p *prepared) (*Statement, analysis) {
 	switch {
 	case p.opaque:
-		return opaqueRun(), analysis{}
+		return s.opaqueRunOf(p), analysis{}
 	case p.st != nil:
 		return p.st, analysis{}
 	}

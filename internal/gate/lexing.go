@@ -72,7 +72,11 @@ func lexRisky(sql string) bool {
 // transaction or undo a check (COMMIT, ROLLBACK, ABORT, PREPARE
 // TRANSACTION), change prepared statements (PREPARE, DEALLOCATE), run a
 // portal (FETCH, MOVE), or use a reserved name (they hold the byte 0x1F).
-var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f", "fetch", "move"}
+//
+// The Kelvin sign and the long s are there because directive keys are
+// compared with Unicode folding, under which they read as 'k' and 's'
+// ("fencing_to\u212Aen", "re\u017Fource"; see mayHaveDirectives).
+var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f", "fetch", "move", "\u212A", "\u017F"}
 
 // startWords are keywords that matter only as the first word of a
 // statement: SET (and SET LOCAL), DO, CALL and END.
@@ -146,16 +150,18 @@ func hasFoldAt(sql string, i int, word string) bool {
 // isStartWordAt reports whether the n bytes at i are a whole word that may
 // begin a statement: preceded, past blanks on the same line, by nothing, a
 // ';', or the '/' of a comment's end, or with a line break in between (a
-// "--" comment may end there).
+// "--" comment may end there). A carriage return is a line break too: the
+// server ends a "--" comment at '\r' as at '\n' (scan.l: non_newline is
+// [^\n\r]), so "-- x\rCALL p()" is a comment and a CALL.
 func isStartWordAt(sql string, i, n int) bool {
 	if i > 0 && isIdentByte(sql[i-1]) || i+n < len(sql) && isIdentByte(sql[i+n]) {
 		return false
 	}
 	j := i - 1
-	for j >= 0 && (sql[j] == ' ' || sql[j] == '\t' || sql[j] == '\r' || sql[j] == '\f' || sql[j] == '\v') {
+	for j >= 0 && (sql[j] == ' ' || sql[j] == '\t' || sql[j] == '\f' || sql[j] == '\v') {
 		j--
 	}
-	return j < 0 || sql[j] == ';' || sql[j] == '/' || sql[j] == '\n'
+	return j < 0 || sql[j] == ';' || sql[j] == '/' || sql[j] == '\n' || sql[j] == '\r'
 }
 
 // isIdentByte reports whether c can continue an identifier or keyword

@@ -40,7 +40,7 @@ func TestMayMatterAgreesWithReference(t *testing.T) {
 	}
 	// Random texts over an alphabet of the words' letters, case changes,
 	// blanks and separators.
-	const alphabet = "setSETdoDOcallCALLendENDresRESfncFNCuU&xmtprabkgi_;/\n\t -\x1f*'\"ſ"
+	const alphabet = "setSETdoDOcallCALLendENDresRESfncFNCuU&xmtprabkgi_;/\n\r\t -\x1f*'\"ſ"
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 200000 {
 		b := make([]byte, r.IntN(24))
@@ -49,6 +49,16 @@ func TestMayMatterAgreesWithReference(t *testing.T) {
 		}
 		if got, want := mayMatter(string(b)), mayMatterReference(string(b)); got != want {
 			t.Fatalf("mayMatter(%q) = %v, reference %v", b, got, want)
+		}
+	}
+}
+
+// TestMayMatterCarriageReturnEndsComment: the server ends a "--" comment at
+// '\r' as at '\n', so a start word after "-- x\r" begins a statement.
+func TestMayMatterCarriageReturnEndsComment(t *testing.T) {
+	for _, s := range []string{"-- x\rCALL p()", "SELECT 1; -- x\rDO 'x'", "-- x\r END", "-- x\r\tcall p()"} {
+		if !mayMatter(s) {
+			t.Errorf("mayMatter(%q) = false: the server reads a statement starting after the comment", s)
 		}
 	}
 }

@@ -66,6 +66,11 @@ func (s *Session) mustWait(a *Analysis) bool {
 				return true
 			}
 		}
+		if st.execName != "" {
+			if _, _, wait := s.reg.lookup(regKey{name: st.execName}); wait {
+				return true
+			}
+		}
 	}
 	return false
 }
@@ -133,7 +138,7 @@ func (s *Session) runs(st *Statement) *Statement {
 	case !found || p.unknown:
 		return nil
 	case p.opaque:
-		return opaqueRun()
+		return s.opaqueRunOf(p)
 	case p.st != nil:
 		return p.st
 	}
