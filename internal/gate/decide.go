@@ -23,6 +23,7 @@ const (
 	msgLexChanged     = "fenceproxy: cannot fence this text: standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently; send Sync after changing those settings (and prepare the statement again)"
 	codeInvalidName   = sqlstate.InvalidName // a non-ASCII name the proxy cannot key as the server does
 	msgNameEncoding   = "fenceproxy: a statement, portal or cursor name with non-ASCII characters cannot be matched exactly as the server keys it when client_encoding is not UTF8; use ASCII names or client_encoding UTF8"
+	msgConfigEncoding = "fenceproxy: cannot fence this statement: a table it writes, or a resource name from the proxy's config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it; use client_encoding UTF8"
 	msgFunctionCall   = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
 	msgUnknownStmtFmt = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
 )
@@ -219,6 +220,9 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if conflict != nil {
 		return action{kind: actRaise, refuse: *conflict}
 	}
+	if r := s.tableNamesUnsure(run.Writes); r != nil {
+		return action{kind: actRaise, refuse: *r}
+	}
 	switch run.Kind {
 	case NoTxnBlock:
 		if dir.Token != 0 || s.cfg.protection(run.Writes).found {
@@ -263,7 +267,68 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) {
 		return action{}
 	}
+	if s.configTextUnsure(args, extra) {
+		return raise(codeCannotFence, msgConfigEncoding)
+	}
 	return action{kind: actCheck, args: args, extra: extra}
+}
+
+// bytesAsUTF8 reports whether the server reads the session's text as the
+// UTF-8 bytes the proxy reads: client_encoding UTF8, or SQL_ASCII (no
+// conversion at all).
+func (s *Session) bytesAsUTF8() bool {
+	return s.settings.encoding == "UTF8" || s.settings.encoding == "SQL_ASCII"
+}
+
+// configTextUnsure reports whether a check would carry a resource name from
+// the config (a table's resource, default_resource) with non-ASCII
+// characters to a server that may not read its UTF-8 bytes as UTF-8: the
+// server converts the check's text (a Query, or Bind parameters) from
+// client_encoding, so under LATIN1 "billing-é" would be checked as
+// "billing-Ã©", another resource with another mark. The comment's
+// resource= is the client's own text and is converted like its SET
+// lock.resource; it needs nothing.
+func (s *Session) configTextUnsure(args hwm.CheckArgs, extra []hwm.CheckArgs) bool {
+	if s.bytesAsUTF8() && !s.unit.lexing {
+		return false
+	}
+	if !isASCII(args.TableResource) || !isASCII(args.DefaultResource) {
+		return true
+	}
+	for _, e := range extra {
+		if !isASCII(e.Resource) || !isASCII(e.TableResource) || !isASCII(e.DefaultResource) {
+			return true
+		}
+	}
+	return false
+}
+
+// tableNamesUnsure refuses a statement that names a table with non-ASCII
+// characters, where the config guards tables and the server does not read
+// the client's bytes as UTF-8: the config's names are UTF-8, and the proxy
+// would compare the client's bytes (LATIN1 e9 a9 a9, read as U+9A69) with
+// them, while the server converts them ("é©©") and writes the table the
+// config names. (A text whose bytes may read differently because the
+// encoding is changing is refused before: see analyzeKnown, query.)
+func (s *Session) tableNamesUnsure(writes []TableRef) *refusal {
+	if len(s.cfg.Tables) == 0 || s.bytesAsUTF8() {
+		return nil
+	}
+	for _, w := range writes {
+		if !isASCII(w.Schema) || !isASCII(w.Name) {
+			return &refusal{codeCannotFence, msgConfigEncoding}
+		}
+	}
+	return nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // runDirectives returns the directives a statement runs under: those of
