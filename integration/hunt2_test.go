@@ -36,3 +36,35 @@ func TestHunt2PgSettingsTurnsOffStandardStrings(t *testing.T) {
 	}
 	e.wantUntouched(t)
 }
+
+// TestHunt2TokenSpellings: a stale token spelled with a sign, leading
+// zeros, URL encoding or in another form is refused as stale or as
+// malformed, in a comment and in the setting; nothing lands.
+func TestHunt2TokenSpellings(t *testing.T) {
+	e := staleEnv(t)
+	upd := "UPDATE accounts SET balance = 1 WHERE id = 1"
+	for _, tc := range []struct{ pre, stmt, code string }{
+		{"", "/* fencing_token=+99 resource=acct/1 */ " + upd, "55Z01"},
+		{"", "/* fencing_token=0099 resource=acct/1 */ " + upd, "55Z01"},
+		{"", "/*fencing_token='%2B99',resource='acct%2F1'*/ " + upd, "55Z01"},
+		{"", "/* fencing_token=9.9e1 resource=acct/1 */ " + upd, "22023"},
+		{"", "/* fencing_token=0x63 resource=acct/1 */ " + upd, "22023"},
+		{"", "/* fencing_token=\uff19\uff19 resource=acct/1 */ " + upd, "22023"},
+		{"", "/* fencing_token=18446744073709551715 resource=acct/1 */ " + upd, "22023"},
+		{"", "/* fencing_token=-99 resource=acct/1 */ " + upd, "22023"},
+		{"", "/* fencing_token=99 resource=acct/1 */ /* fencing_token=100 */ " + upd, "22023"},
+		{"SET lock.fencing_token = '+99'", upd, "22023"},
+		{"SET lock.fencing_token = ' 99'", upd, "22023"},
+		{"SET lock.fencing_token = '0099'", upd, "55Z01"},
+		{"SET lock.fencing_token = '99e0'", upd, "22023"},
+		{"SET lock.fencing_token = '18446744073709551715'", upd, "22023"},
+	} {
+		c := rawConnect(t, e.viaProxy())
+		rawSetup(t, c, "SET lock.resource = 'acct/1'")
+		if tc.pre != "" {
+			rawSetup(t, c, tc.pre)
+		}
+		wantCode(t, rawExec(t, c, tc.stmt), tc.code)
+	}
+	e.wantUntouched(t)
+}
