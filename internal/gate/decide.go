@@ -11,21 +11,22 @@ import (
 // SQLSTATEs of the refusals the gate itself decides (the server raises them
 // for the gate, inside the transaction, so they abort it like any error).
 const (
-	codeFenceWrite    = sqlstate.InsufficientPrivilege   // schema fence written through the proxy
-	codeCannotFence   = sqlstate.FeatureNotSupported     // cannot be fenced atomically, or cannot be read safely
-	codeCannotParse   = sqlstate.SyntaxError             // text the gate could not analyse, with fencing possible
-	codeReservedName  = sqlstate.ReservedName            // a name of the proxy's own statements
-	codeUnknownStmt   = sqlstate.InvalidSQLStatementName // a statement the proxy does not know
-	msgFenceWrite     = "fenceproxy: schema fence holds the fencing high-water marks and cannot be written or altered through the proxy"
-	msgCannotFenceFn  = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
-	msgReserved       = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
-	msgSetAndWrite    = "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write, because its write would not be checked with the new value; set them in a statement of their own"
-	msgLexChanged     = "fenceproxy: cannot fence this text: standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently; send Sync after changing those settings (and prepare the statement again)"
-	codeInvalidName   = sqlstate.InvalidName // a non-ASCII name the proxy cannot key as the server does
-	msgNameEncoding   = "fenceproxy: a statement, portal or cursor name with non-ASCII characters cannot be matched exactly as the server keys it when client_encoding is not UTF8; use ASCII names or client_encoding UTF8"
-	msgConfigEncoding = "fenceproxy: cannot fence this statement: a table it writes, or a resource name from the proxy's config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it; use client_encoding UTF8"
-	msgFunctionCall   = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
-	msgUnknownStmtFmt = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
+	codeFenceWrite     = sqlstate.InsufficientPrivilege   // schema fence written through the proxy
+	codeCannotFence    = sqlstate.FeatureNotSupported     // cannot be fenced atomically, or cannot be read safely
+	codeCannotParse    = sqlstate.SyntaxError             // text the gate could not analyse, with fencing possible
+	codeReservedName   = sqlstate.ReservedName            // a name of the proxy's own statements
+	codeUnknownStmt    = sqlstate.InvalidSQLStatementName // a statement the proxy does not know
+	msgFenceWrite      = "fenceproxy: schema fence holds the fencing high-water marks and cannot be written or altered through the proxy"
+	msgCannotFenceFn   = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
+	msgReserved        = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
+	msgSetAndWrite     = "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write, because its write would not be checked with the new value; set them in a statement of their own"
+	msgCannotFenceOpen = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it, and sent inside an open extended-protocol sequence (no Sync since the last Parse, Bind, Describe or Close) in a session that may carry a token it cannot be checked first; send Sync before it, and run it without a token"
+	msgLexChanged      = "fenceproxy: cannot fence this text: standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently; send Sync after changing those settings (and prepare the statement again)"
+	codeInvalidName    = sqlstate.InvalidName // a non-ASCII name the proxy cannot key as the server does
+	msgNameEncoding    = "fenceproxy: a statement, portal or cursor name with non-ASCII characters cannot be matched exactly as the server keys it when client_encoding is not UTF8; use ASCII names or client_encoding UTF8"
+	msgConfigEncoding  = "fenceproxy: cannot fence this statement: a table it writes, or a resource name from the proxy's config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it; use client_encoding UTF8"
+	msgFunctionCall    = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
+	msgUnknownStmtFmt  = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
 )
 
 // checkKey identifies what a check covered, so that a later statement of the

@@ -218,7 +218,7 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 		s.pre = preNone
 		return Decision{}, false
 	}
-	if !s.tokenMaybe || s.unit.open || !mayBeNoTxnBlock(sql) || s.lexPending > 0 || s.settings.unsafe(sql) != "" {
+	if !s.tokenMaybe || !mayBeNoTxnBlock(sql) || s.lexPending > 0 || s.settings.unsafe(sql) != "" || s.unit.open && s.unit.lexing {
 		return Decision{}, false
 	}
 	a, err := s.cfg.Analyzer.Analyze(sql)
@@ -231,6 +231,20 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 	}
 	if s.cfg.protection(st.Writes).found {
 		return Decision{}, false // refused by the Query itself
+	}
+	if s.unit.open {
+		// Inside an open extended sequence (Parse, Bind, … and no Sync
+		// yet): a check of its own, as a Query, would end the sequence's
+		// implicit transaction, and the server reads the statement with
+		// that transaction's history (PreventInTransactionBlock refuses it
+		// after an Execute, not after a Parse alone). The session may hold
+		// a token: refuse, as the proxy cannot tell in time.
+		unnamed := []regOp{{key: regKey{}}, {key: regKey{portal: true}}}
+		for _, op := range unnamed {
+			s.reg.send(op)
+		}
+		r := refusal{codeCannotFence, fmtFirstWords(msgCannotFenceOpen, st.Text)}
+		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, ops: unnamed, injected: []injKind{injRaise}})}, true
 	}
 	s.beginUnit()
 	s.pre = prePending
