@@ -107,6 +107,8 @@ func TestAnalyzeStatement(t *testing.T) {
 		// Write: DDL
 		{"alter table", "ALTER TABLE t ADD COLUMN c int", Write, "t", 0, ""},
 		{"alter table attach", "ALTER TABLE t ATTACH PARTITION p FOR VALUES FROM (1) TO (2)", Write, "t, p", 0, ""},
+		{"alter table inherit", "ALTER TABLE c INHERIT s.p", Write, "c, s.p", 0, ""},
+		{"alter table no inherit", "ALTER TABLE c NO INHERIT p", Write, "c, p", 0, ""},
 		{"detach partition", "ALTER TABLE t DETACH PARTITION p", Write, "t, p", 0, ""},
 		{"drop table", "DROP TABLE a, s.b CASCADE", Write, "a, s.b", 0, ""},
 		{"drop view", "DROP VIEW v", Write, "v", 0, ""},

@@ -63,7 +63,14 @@ func ddlWrites(n *pg_query.Node) []TableRef {
 	case *pg_query.Node_AlterTableStmt:
 		add(s.AlterTableStmt.Relation)
 		for _, c := range s.AlterTableStmt.Cmds {
-			add(c.GetAlterTableCmd().GetDef().GetPartitionCmd().GetName())
+			cmd := c.GetAlterTableCmd()
+			add(cmd.GetDef().GetPartitionCmd().GetName())
+			switch cmd.GetSubtype() {
+			case pg_query.AlterTableType_AT_AddInherit, pg_query.AlterTableType_AT_DropInherit:
+				// INHERIT / NO INHERIT parent: the child's rows join or
+				// leave the parent, as with CREATE TABLE … INHERITS.
+				add(cmd.GetDef().GetRangeVar())
+			}
 		}
 	case *pg_query.Node_DropStmt:
 		if dropsRelations(s.DropStmt.RemoveType) {
