@@ -28,10 +28,11 @@ func (s *Session) parse(name, sql string) Decision {
 	if reserved(name) {
 		return s.refuseExtended(refusal{codeReservedName, msgReserved})
 	}
+	unseen := s.lexUnseen()
 	s.extended()
 	// The server lexes the text now, under the settings in force when it
 	// reaches it: record them for the Execute that analyses it.
-	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing}
+	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen}
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, ops: []regOp{op}})
@@ -221,6 +222,11 @@ func (s *Session) resolve(p *prepared) (*Statement, analysis) {
 // today's in a way that could change how the text reads.
 func (s *Session) analyzePrepared(p *prepared) analysis {
 	if lexRisky(p.text) && (p.lexUnsure || p.lex != s.settings) {
+		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
+	}
+	if p.lexUnseen && !s.fencingPossible() && lexRisky(p.text) && p.mayMatter() {
+		// See lexUnseen: in a session without fencing it passes, and a
+		// probe follows it.
 		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
 	}
 	return s.analyzeKnown(p.text, p.mayMatter())

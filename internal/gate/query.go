@@ -13,6 +13,7 @@ func (s *Session) query(sql string) Decision {
 	if d, ok := s.precheck(sql); ok {
 		return d
 	}
+	unseen := s.lexUnseen()
 	s.beginUnit()
 	if s.unit.lexing && lexRisky(sql) && s.fencingPossible() {
 		// Inside an open extended sequence whose earlier message changed
@@ -21,7 +22,15 @@ func (s *Session) query(sql string) Decision {
 		r := refusal{codeCannotFence, msgLexChanged}
 		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
 	}
-	an := s.analyze(sql)
+	var an analysis
+	if unseen && !s.fencingPossible() && lexRisky(sql) && mayMatter(sql) {
+		// Code the text did not show may have changed how the server reads
+		// this text (see lexUnseen): in a session without fencing it
+		// passes, and a probe follows it.
+		an = s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
+	} else {
+		an = s.analyze(sql)
+	}
 	if an.wait || an.a != nil && s.mustWait(an.a) {
 		return Decision{Wait: true}
 	}

@@ -20,6 +20,9 @@ type prepared struct {
 	// earlier in the same unit).
 	lex       settings
 	lexUnsure bool
+	// lexUnseen: something ran before it whose effect on the settings the
+	// proxy had not yet seen (see Session.lexUnseen).
+	lexUnseen bool
 
 	// matters caches mayMatter(text): 0 not yet known, 1 false, 2 true.
 	// The text of a prepared statement never changes.

@@ -207,6 +207,17 @@ func (s *Session) setMaybe() {
 	s.maybeGen++
 }
 
+// lexUnseen reports whether the server may read the next text under
+// settings the proxy has not seen yet, changed by code whose text does not
+// show it (a function, a view's or a trigger's code calling set_config on
+// standard_conforming_strings or client_encoding): something sent before
+// it, in an open extended sequence or in a unit not yet answered, may have
+// run, and its ParameterStatus has not arrived. Where fencing is possible
+// every statement is checked anyway; in a session without fencing, a text
+// that could set the token is then treated as unreadable (it passes, and a
+// probe follows it) rather than trusted to set nothing.
+func (s *Session) lexUnseen() bool { return s.unit.open || s.slots.unitsInFlight > 0 }
+
 // beginUnit starts a unit, carrying over the confirmed state of the
 // transaction block only when every earlier unit has been answered.
 func (s *Session) beginUnit() {

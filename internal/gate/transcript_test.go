@@ -168,6 +168,20 @@ func TestTranscripts(t *testing.T) {
 			{send: q("SET client_encoding = 'SJIS'")},
 			{send: q("UPDATE t SET v = 1"), up: "WAIT"},
 		}},
+		{name: "hidden_lexing_change_pipelined_probes_in_plain_session", steps: []step{
+			// knob_off() may turn standard_conforming_strings off (a function
+			// calling set_config); its ParameterStatus has not arrived when the
+			// next text, which the server would then read as set_config calls,
+			// comes: it passes, and a probe follows it.
+			{send: q("SELECT knob_off()")},
+			{send: q(`SELECT 'a\' , ' , set_config($$lock.fencing_token$$, $$5$$, false) , ' -- '`),
+				up: `Q(SELECT 'a\' , ' , set_config($$lock.fencing_token$$, $$5$$, false) , ' -- ') ` + probeMsgs},
+		}},
+		{name: "lexing_risky_text_after_answers_analysed_in_plain_session", steps: []step{
+			{send: q("SELECT knob_off()")},
+			{replies: "TDCZ", status: 'I', seen: "TDCZ"},
+			{send: q(`SELECT 'a\' , ' , set_config($$lock.fencing_token$$, $$5$$, false) , ' -- '`)},
+		}},
 		{name: "pg15_keyword_refused_when_fenced", token: true, steps: []step{
 			{send: q("UPDATE t SET system_user = 'x'"), up: "Q(" + raiseText(codeCannotParse, `fenceproxy: cannot fence the statement: the proxy's parser (PostgreSQL 17 grammar) rejects it: syntax error at or near "system_user"; if the server accepts it, quote the identifier that newer PostgreSQL reserves`) + ")"},
 		}},
