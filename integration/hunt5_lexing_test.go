@@ -79,3 +79,42 @@ func TestHunt5HiddenLexingChangePipelined(t *testing.T) {
 		})
 	}
 }
+
+// TestHunt5HiddenLexingChangeFencedSession: as
+// TestHunt5HiddenLexingChangePipelined, in a session that carries the fresh
+// token 150: the proxy checks the hidden text as one SELECT (150 passes),
+// the server reads SELECT; COMMIT; set_config(stale 50); UPDATE, and the
+// UPDATE ran in a new implicit transaction with no check. Now the Query
+// waits for the answer to the one before it. In the extended protocol (one
+// statement per Parse) the hidden set_config changed the token inside the
+// transaction checked with 150, and the write after it was not checked
+// again; now it is.
+func TestHunt5HiddenLexingChangeFencedSession(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(),
+		"CREATE FUNCTION knob_off() RETURNS text LANGUAGE sql AS $$SELECT pg_catalog.set_config('standard_conforming_strings', 'off', false)$$")
+	hidden := `SELECT 'a\' , '; COMMIT; SELECT pg_catalog.set_config($$lock.fencing_token$$, $$50$$, false); ` +
+		`UPDATE accounts SET balance = 16 WHERE id = 1; -- '`
+	px := h4raw(t, e, false)
+	px.run(t, 1, &pgproto3.Query{String: "SET lock.fencing_token = 150; SET lock.resource = 'acct/1'"})
+	got := px.run(t, 2, &pgproto3.Query{String: "SELECT knob_off()"}, &pgproto3.Query{String: hidden})
+	t.Logf("replies %s", got)
+	if !strings.Contains(got, "E{0A000}") {
+		t.Error("the hidden text was not refused with 0A000")
+	}
+	e.wantUntouched(t)
+
+	one := `SELECT 'a\' , ' , pg_catalog.set_config($$lock.fencing_token$$, $$50$$, false) , ' AS c -- '`
+	px = h4raw(t, e, false)
+	px.run(t, 1, &pgproto3.Query{String: "SET lock.fencing_token = 150; SET lock.resource = 'acct/1'"})
+	got = px.run(t, 1,
+		&pgproto3.Parse{Query: "SELECT knob_off()"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+		&pgproto3.Parse{Query: one}, &pgproto3.Bind{}, &pgproto3.Execute{},
+		&pgproto3.Parse{Query: "UPDATE accounts SET balance = 17 WHERE id = 1"}, &pgproto3.Bind{}, &pgproto3.Execute{},
+		&pgproto3.Sync{})
+	t.Logf("replies %s", got)
+	if !strings.HasSuffix(got, "E{55Z01}Z") {
+		t.Error("the write was not refused with 55Z01")
+	}
+	e.wantUntouched(t)
+}

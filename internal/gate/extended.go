@@ -190,6 +190,12 @@ func (s *Session) execute(portal string) Decision {
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		before = s.inject(s.decide(st, s.runs(st)))
+		if p.lexUnseen && lexRisky(p.text) {
+			// Read under settings the proxy may not know (see lexUnseen):
+			// it may have set the token; check the next statement again.
+			s.setMaybe()
+			s.unit.checked = false
+		}
 		ops = s.statementOps(st)
 		s.unit.copyIn = s.unit.copyIn || st.CopyIn
 	case an.a == nil:

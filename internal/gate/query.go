@@ -22,6 +22,15 @@ func (s *Session) query(sql string) Decision {
 		r := refusal{codeCannotFence, msgLexChanged}
 		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
 	}
+	if unseen && lexRisky(sql) && s.fencingPossible() {
+		if s.extOpen {
+			// The server reports settings changed by the open sequence's
+			// code only at Sync.
+			r := refusal{codeCannotFence, msgLexChanged}
+			return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
+		}
+		return Decision{Wait: true} // see lexUnseen
+	}
 	var an analysis
 	if unseen && !s.fencingPossible() && lexRisky(sql) && mayMatter(sql) {
 		// Code the text did not show may have changed how the server reads

@@ -212,11 +212,13 @@ func (s *Session) setMaybe() {
 // show it (a function, a view's or a trigger's code calling set_config on
 // standard_conforming_strings or client_encoding): something sent before
 // it, in an open extended sequence or in a unit not yet answered, may have
-// run, and its ParameterStatus has not arrived. Where fencing is possible
-// every statement is checked anyway; in a session without fencing, a text
-// that could set the token is then treated as unreadable (it passes, and a
-// probe follows it) rather than trusted to set nothing.
-func (s *Session) lexUnseen() bool { return s.unit.open || s.slots.unitsInFlight > 0 }
+// run, and its ParameterStatus has not arrived. In a session without
+// fencing, a text that could set the token is then treated as unreadable
+// (it passes, and a probe follows it) rather than trusted to set nothing.
+// Where fencing is possible, a simple Query waits for the answers (inside
+// an open extended sequence it is refused), and a statement prepared so is
+// taken as possibly setting the token: the next statement is checked again.
+func (s *Session) lexUnseen() bool { return s.extOpen || s.slots.unitsInFlight > 0 }
 
 // beginUnit starts a unit, carrying over the confirmed state of the
 // transaction block only when every earlier unit has been answered.

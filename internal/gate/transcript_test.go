@@ -177,6 +177,11 @@ func TestTranscripts(t *testing.T) {
 			{send: q(`SELECT 'a\' , ' , set_config($$lock.fencing_token$$, $$5$$, false) , ' -- '`),
 				up: `Q(SELECT 'a\' , ' , set_config($$lock.fencing_token$$, $$5$$, false) , ' -- ') ` + probeMsgs},
 		}},
+		{name: "hidden_lexing_change_pipelined_waits_when_fenced", token: true, steps: []step{
+			// The same with a token: the text waits for the answer before it.
+			{send: q("SELECT knob_off()"), up: "Q(CALL fence.check('', '', '', '', false, true); SELECT knob_off())"},
+			{send: q(`SELECT 'a\' , '; COMMIT; UPDATE t SET v = 1; -- '`), up: "WAIT"},
+		}},
 		{name: "lexing_risky_text_after_answers_analysed_in_plain_session", steps: []step{
 			{send: q("SELECT knob_off()")},
 			{replies: "TDCZ", status: 'I', seen: "TDCZ"},
