@@ -38,6 +38,15 @@ func copyEnv(t *testing.T) *env {
 // returns the reply types, with each error's SQLSTATE in braces.
 func copyTranscript(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, ready int, copy []string, msgs ...pgproto3.FrontendMessage) string {
 	t.Helper()
+	return copyReplies(t, conn, fe, ready, copy, []pgproto3.FrontendMessage{&pgproto3.CopyDone{}}, msgs)
+}
+
+// copyReplies sends msgs, flushed, and reads replies until ready
+// ReadyForQuery arrived, the connection ends or 5 seconds pass, answering
+// a CopyInResponse with the lines as CopyData, then end. It returns the
+// reply types, with each error's SQLSTATE in braces.
+func copyReplies(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, ready int, lines []string, end, msgs []pgproto3.FrontendMessage) string {
+	t.Helper()
 	for _, m := range msgs {
 		fe.Send(m)
 	}
@@ -67,10 +76,12 @@ func copyTranscript(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, ready in
 		case *pgproto3.ReadyForQuery:
 			ready--
 		case *pgproto3.CopyInResponse:
-			for _, line := range copy {
+			for _, line := range lines {
 				fe.Send(&pgproto3.CopyData{Data: []byte(line + "\n")})
 			}
-			fe.Send(&pgproto3.CopyDone{})
+			for _, m := range end {
+				fe.Send(m)
+			}
 			if err := fe.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -219,49 +230,10 @@ func TestCopyInProbeExtended(t *testing.T) {
 // types, with each error's SQLSTATE in braces.
 func copyExtended(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, ready int, text string, lines []string, end pgproto3.FrontendMessage) string {
 	t.Helper()
-	for _, m := range []pgproto3.FrontendMessage{
+	return copyReplies(t, conn, fe, ready, lines, []pgproto3.FrontendMessage{end, &pgproto3.Sync{}}, []pgproto3.FrontendMessage{
 		&pgproto3.Parse{Query: text}, &pgproto3.Bind{}, &pgproto3.Describe{ObjectType: 'P'},
 		&pgproto3.Execute{}, &pgproto3.Sync{},
-	} {
-		fe.Send(m)
-	}
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	defer conn.SetDeadline(time.Time{})
-	var b strings.Builder
-	for ready > 0 {
-		msg, err := fe.Receive()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				b.WriteString(" TIMEOUT")
-			} else {
-				b.WriteString(" CLOSED")
-			}
-			return b.String()
-		}
-		buf, _ := msg.Encode(nil)
-		b.WriteByte(buf[0])
-		switch m := msg.(type) {
-		case *pgproto3.ErrorResponse:
-			fmt.Fprintf(&b, "{%s}", m.Code)
-			t.Logf("error %s %s", m.Code, m.Message)
-		case *pgproto3.ReadyForQuery:
-			ready--
-		case *pgproto3.CopyInResponse:
-			for _, line := range lines {
-				fe.Send(&pgproto3.CopyData{Data: []byte(line + "\n")})
-			}
-			fe.Send(end)
-			fe.Send(&pgproto3.Sync{})
-			if err := fe.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return b.String()
+	})
 }
 
 // TestCopyInExtendedPipelinedSync: libpq's PQexecParams sends Sync right
