@@ -142,8 +142,7 @@ func (s *Session) sync() Decision {
 func (s *Session) functionCall() Decision {
 	s.beginUnit()
 	if s.fencingPossible() && !s.unit.checked {
-		r := refusal{codeCannotFence, msgFunctionCall}
-		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
+		return s.refuseQuery(refusal{codeCannotFence, msgFunctionCall}, nil)
 	}
 	s.setMaybe()
 	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false

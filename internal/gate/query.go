@@ -5,6 +5,13 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
+// refuseQuery replaces the client's message with a Query that raises r, a
+// unit of its own (ops: what the client's Query would have done to the
+// unnamed statement and portal).
+func (s *Session) refuseQuery(r refusal, ops []regOp) Decision {
+	return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, ops: ops, injected: []injKind{injRaise}})}
+}
+
 // query decides about a simple-protocol Query: unchanged, rewritten with
 // checks (or refusals) injected at the statement boundaries the parser
 // found, replaced whole by a refusal, or held back (Wait) until earlier
@@ -15,19 +22,13 @@ func (s *Session) query(sql string) Decision {
 	}
 	unseen := s.lexUnseen()
 	s.beginUnit()
-	if s.unit.lexing && lexRisky(sql) && s.fencingPossible() {
-		// Inside an open extended sequence whose earlier message changed
-		// standard_conforming_strings or client_encoding: the server's
-		// answer comes only at Sync.
-		r := refusal{codeCannotFence, msgLexChanged}
-		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
-	}
-	if unseen && lexRisky(sql) && s.fencingPossible() {
-		if s.extOpen {
-			// The server reports settings changed by the open sequence's
-			// code only at Sync.
-			r := refusal{codeCannotFence, msgLexChanged}
-			return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}})}
+	if (s.unit.lexing || unseen) && s.fencingPossible() && lexRisky(sql) {
+		if s.unit.lexing || s.extOpen {
+			// Inside an open extended sequence whose earlier messages
+			// changed, or may have changed unseen (see lexUnseen),
+			// standard_conforming_strings or client_encoding: the server
+			// reports them only at Sync.
+			return s.refuseQuery(refusal{codeCannotFence, msgLexChanged}, nil)
 		}
 		return Decision{Wait: true} // see lexUnseen
 	}
@@ -261,8 +262,7 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 		for _, op := range unnamed {
 			s.reg.send(op)
 		}
-		r := refusal{codeCannotFence, fmtFirstWords(msgCannotFenceOpen, st.Text)}
-		return Decision{Replace: &pgproto3.Query{String: string(r.sql())}, After: s.endUnit(slot{kind: slotQuery, ops: unnamed, injected: []injKind{injRaise}})}, true
+		return s.refuseQuery(refusal{codeCannotFence, fmtFirstWords(msgCannotFenceOpen, st.Text)}, unnamed), true
 	}
 	s.beginUnit()
 	s.pre = prePending

@@ -279,11 +279,8 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 // escaped nor quoted, so a text without them cannot start COPY-in mode.
 // A false true only defers a probe (see endUnit).
 func mayCopyIn(text string, a *Analysis) bool {
-	if !containsFold(text, "copy") || !containsFold(text, "stdin") {
-		return false
-	}
 	if a == nil {
-		return true
+		return containsFold(text, "copy") && containsFold(text, "stdin")
 	}
 	for i := range a.Statements {
 		if a.Statements[i].CopyIn {
