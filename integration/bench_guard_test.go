@@ -145,7 +145,7 @@ func BenchmarkGuardCost(b *testing.B) {
 			median(ratios(r.cpuPerTx, 1)), median(ratios(r.cpuPerTx, 2)),
 			median(r.tps[0]), median(r.tps[1]), median(r.tps[2]),
 			median(ratios(r.tps, 1)), median(ratios(r.tps, 2)))
-		fmt.Fprintf(&table, "%-12s   cpu µs/tx by round, off %v, plpgsql %v, c %v\n", "", rounded(r.cpuPerTx[0]), rounded(r.cpuPerTx[1]), rounded(r.cpuPerTx[2]))
+		fmt.Fprintf(&table, "%-12s   cpu µs/tx by round, off %v, plpgsql %v, c %v\n", "", rounded(r.cpuPerTx[0], 0), rounded(r.cpuPerTx[1], 0), rounded(r.cpuPerTx[2], 0))
 		for v := 1; v < 3; v++ {
 			b.ReportMetric(median(ratios(r.cpuPerTx, v)), c.name+"-cpu-ratio-"+guardVariants[v])
 			b.ReportMetric(median(ratios(r.tps, v)), c.name+"-tps-ratio-"+guardVariants[v])
@@ -154,7 +154,7 @@ func BenchmarkGuardCost(b *testing.B) {
 	fmt.Fprintf(&table, "copy 100,000 rows, ms off / plpgsql / c: %.0f / %.0f / %.0f (ratios %.3f, %.3f); server cpu ms %.0f / %.0f / %.0f (ratios %.3f, %.3f)\n",
 		median(copyMs[0]), median(copyMs[1]), median(copyMs[2]), median(ratios(copyMs, 1)), median(ratios(copyMs, 2)),
 		median(copyCPU[0]), median(copyCPU[1]), median(copyCPU[2]), median(ratios(copyCPU, 1)), median(ratios(copyCPU, 2)))
-	fmt.Fprintf(&table, "copy ms by round, off %v, plpgsql %v, c %v\n", rounded(copyMs[0]), rounded(copyMs[1]), rounded(copyMs[2]))
+	fmt.Fprintf(&table, "copy ms by round, off %v, plpgsql %v, c %v\n", rounded(copyMs[0], 0), rounded(copyMs[1], 0), rounded(copyMs[2], 0))
 	b.ReportMetric(median(ratios(copyMs, 2)), "copy-ratio-c")
 	// Printed, not logged: the testing package cuts long benchmark logs.
 	fmt.Print(table.String())
@@ -169,10 +169,11 @@ func ratios(v [3][]float64, k int) []float64 {
 	return r
 }
 
-func rounded(v []float64) []string {
+// rounded formats v with prec decimals.
+func rounded(v []float64, prec int) []string {
 	var s []string
 	for _, x := range v {
-		s = append(s, strconv.FormatFloat(x, 'f', 0, 64))
+		s = append(s, strconv.FormatFloat(x, 'f', prec, 64))
 	}
 	return s
 }
@@ -417,14 +418,6 @@ func BenchmarkGuardPerStatement(b *testing.B) {
 	}
 	fmt.Println()
 	for j, v := range variants {
-		fmt.Printf("%s by round: %v\n", v.name, rounded2(us[j]))
+		fmt.Printf("%s by round: %v\n", v.name, rounded(us[j], 2))
 	}
-}
-
-func rounded2(v []float64) []string {
-	var s []string
-	for _, x := range v {
-		s = append(s, strconv.FormatFloat(x, 'f', 2, 64))
-	}
-	return s
 }
