@@ -223,7 +223,7 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 	for {
 		s.gateMu.Lock()
 		d := s.gate.Client(m)
-		settled := s.gate.Settled()
+		settled := d.Wait && s.gate.Settled() // only a Wait needs it
 		s.gateMu.Unlock()
 		if d.Fail != "" {
 			return d, protocolViolation(d.Fail)
