@@ -63,8 +63,11 @@ fi
 [ -n "$pg_bin" ] || pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 pg_config_bin=$pg_bin/pg_config
 [ -x "$pg_config_bin" ] || pg_config_bin=$(command -v pg_config)
+# Debian's postgresql-client-NN ships pgxs.mk without the server headers,
+# so both are looked for.
 pgxs=$("$pg_config_bin" --pgxs)
-if [ ! -f "$pgxs" ]; then
+server_h=$("$pg_config_bin" --includedir-server)/postgres.h
+if [ ! -f "$pgxs" ] || [ ! -f "$server_h" ]; then
 	major=$("$pg_config_bin" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 	echo "install-test-deps: installing Debian package postgresql-server-dev-$major (for ext/fence_guard)" >&2
 	export DEBIAN_FRONTEND=noninteractive
