@@ -59,6 +59,9 @@ func startPostgres() (*pgcluster.Cluster, error) {
 		// TLS is on for clients that ask (the proxy's upstream_tls tests);
 		// the DSNs the harness hands out use sslmode=disable.
 		SSL: &pgcluster.SSL{CertPEM: certPEM, KeyPEM: keyPEM},
+		// Prepared transactions are on, so that the tests see what the
+		// proxy does with PREPARE TRANSACTION, not the server's refusal.
+		Settings: map[string]string{"max_prepared_transactions": "10"},
 		HBA: []string{
 			"host all " + ScramUser + " 127.0.0.1/32 scram-sha-256",
 			"host all " + MD5User + " 127.0.0.1/32 md5",

@@ -127,6 +127,11 @@ type Statement struct {
 	// transaction that declared it, once that transaction commits.
 	Hold bool
 
+	// PreparesTxn is set for PREPARE TRANSACTION: the transaction ends
+	// for the session but keeps its locks until COMMIT or ROLLBACK
+	// PREPARED.
+	PreparesTxn bool
+
 	// CopyFrom is set for COPY … FROM (STDIN, a file or a program).
 	CopyFrom bool
 	// CopyIn is set for COPY … FROM STDIN: the server then reads copy data
@@ -468,7 +473,7 @@ func classifyTransaction(t *pg_query.TransactionStmt, st *Statement) Kind {
 		st.Name = t.SavepointName
 		return RollbackTo
 	case pg_query.TransactionStmtKind_TRANS_STMT_PREPARE:
-		st.Name = t.Gid
+		st.Name, st.PreparesTxn = t.Gid, true
 		return Commit
 	case pg_query.TransactionStmtKind_TRANS_STMT_COMMIT_PREPARED, pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_PREPARED:
 		st.Name = t.Gid

@@ -26,6 +26,7 @@ const (
 	msgNameEncoding    = "fenceproxy: a statement, portal or cursor name with non-ASCII characters cannot be matched exactly as the server keys it when client_encoding is not UTF8; use ASCII names or client_encoding UTF8"
 	msgConfigEncoding  = "fenceproxy: cannot fence this statement: a table it writes, or a resource name from the proxy's config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it; use client_encoding UTF8"
 	msgFunctionCall    = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
+	msgPrepareTxn      = "fenceproxy: PREPARE TRANSACTION cannot run in a session that may carry a fencing token: a transaction that passed a fence check holds its resource's high-water mark locked, and a prepared one would hold it until COMMIT PREPARED or ROLLBACK PREPARED, blocking every later holder; commit or roll back instead"
 	msgUnknownStmtFmt  = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
 )
 
@@ -240,6 +241,11 @@ func (s *Session) decideOne(st, run *Statement) action {
 		return action{kind: actRaise, refuse: *r}
 	}
 	switch run.Kind {
+	case Commit:
+		if run.PreparesTxn && s.fencingPossible() {
+			return raise(codeCannotFence, msgPrepareTxn)
+		}
+		return action{}
 	case NoTxnBlock:
 		if dir.Token != 0 || s.cfg.protection(run.Writes).found {
 			return raise(codeCannotFence, fmtFirstWords(msgCannotFenceFn, run.Text))
