@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond Go: PostgreSQL's server and client
 # programs, and the client drivers of the driver matrix (integration/drivers):
-# psycopg 3 and asyncpg for Debian's python3, node-postgres, pgjdbc and a JDK;
+# psycopg 3, psycopg2, SQLAlchemy and asyncpg for Debian's python3,
+# node-postgres with pg-cursor, pgjdbc and a JDK;
 # and PgBouncer, for the bench-compare harness's smoke test.
 # Only what is missing is installed, so a second run takes about a second.
-# Debian packages through apt-get (as root, or through sudo); `pg` from npm
-# into integration/drivers/testdata/node (versions pinned by its lockfile).
+# Debian packages through apt-get (as root, or through sudo); `pg` and
+# `pg-cursor` from npm into integration/drivers/testdata/node (versions pinned
+# by its lockfile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +25,11 @@ missing=()
 if ! have_pg || ! command -v psql >/dev/null 2>&1 || ! command -v pgbench >/dev/null 2>&1; then
 	missing+=(postgresql postgresql-contrib)
 fi
-[ -x "$PYTHON" ] && "$PYTHON" -c 'import psycopg' 2>/dev/null || missing+=(python3-psycopg)
-[ -x "$PYTHON" ] && "$PYTHON" -c 'import asyncpg' 2>/dev/null || missing+=(python3-asyncpg)
+# Debian's python3 modules of the driver programs: module=package.
+PY_MODULES=(psycopg=python3-psycopg psycopg2=python3-psycopg2 sqlalchemy=python3-sqlalchemy asyncpg=python3-asyncpg)
+for mp in "${PY_MODULES[@]}"; do
+	[ -x "$PYTHON" ] && "$PYTHON" -c "import ${mp%%=*}" 2>/dev/null || missing+=("${mp#*=}")
+done
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 { command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; } || missing+=(default-jdk-headless)
@@ -49,6 +54,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	as_root apt-get update -q -o DPkg::Lock::Timeout=600
 	as_root apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+	for mp in "${PY_MODULES[@]}"; do
+		if ! "$PYTHON" -c "import ${mp%%=*}"; then
+			echo "install-test-deps: $PYTHON cannot import ${mp%%=*} after installing ${mp#*=}" >&2
+			exit 1
+		fi
+	done
 fi
 
 # The C guard (ext/fence_guard), for the guard tests that run both
@@ -81,7 +92,24 @@ if ! cmp -s ext/fence_guard/fence_guard.so "$libdir/fence_guard.so"; then
 	as_root make -s -C ext/fence_guard PG_CONFIG="$pg_config_bin" install
 fi
 
-if [ ! -f "$NODE_DIR/node_modules/pg/package.json" ]; then
-	echo "install-test-deps: npm ci in $NODE_DIR (node-postgres)" >&2
+# Every dependency in package.json must be in node_modules (an older
+# checkout's may have pg without pg-cursor): npm ci otherwise.
+node_deps=$(cd "$NODE_DIR" && node -e 'console.log(Object.keys(require("./package.json").dependencies).join(" "))')
+if [ -z "$node_deps" ]; then
+	echo "install-test-deps: no dependencies found in $NODE_DIR/package.json" >&2
+	exit 1
+fi
+node_missing=()
+for mod in $node_deps; do
+	[ -f "$NODE_DIR/node_modules/$mod/package.json" ] || node_missing+=("$mod")
+done
+if [ ${#node_missing[@]} -gt 0 ]; then
+	echo "install-test-deps: npm ci in $NODE_DIR (missing: ${node_missing[*]})" >&2
 	(cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+	for mod in "${node_missing[@]}"; do
+		if [ ! -f "$NODE_DIR/node_modules/$mod/package.json" ]; then
+			echo "install-test-deps: npm ci did not install $mod into $NODE_DIR/node_modules" >&2
+			exit 1
+		fi
+	done
 fi

@@ -7,6 +7,15 @@
 // 55Z01 through the driver's own error API, the connection must stay usable,
 // and the database — not the client — shows what landed.
 //
+// The stream cases (TestDriversStreamServerCursors) read a result of more
+// than one batch through each driver's server-side cursors — SQL DECLARE and
+// FETCH (psql, pgx, lib/pq, psycopg 3 and psycopg2 named cursors, SQLAlchemy
+// stream_results over psycopg2) or a portal executed a few rows at a time
+// (asyncpg, pg-cursor, pgjdbc's fetch size) — through the proxy and straight
+// against PostgreSQL: with no token and with the current one the rows must
+// be PostgreSQL's, all of them in order; a stale token must be refused with
+// 55Z01. The driver programs run them when given the argument "stream".
+//
 // The non-Go drivers are small programs in testdata, installed by
 // scripts/install-test-deps.sh; a missing one fails the test and names what
 // to install. This package also measures connection set-up latency

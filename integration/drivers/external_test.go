@@ -19,7 +19,7 @@ const (
 	// would not see them).
 	debianPython = "/usr/bin/python3"
 	jdbcJar      = "/usr/share/java/postgresql.jar"
-	installHint  = "run scripts/install-test-deps.sh (it installs the Debian packages python3-psycopg, python3-asyncpg, nodejs, npm, default-jdk-headless, libpostgresql-jdbc-java and `pg` from npm)"
+	installHint  = "run scripts/install-test-deps.sh (it installs the Debian packages python3-psycopg, python3-psycopg2, python3-sqlalchemy, python3-asyncpg, nodejs, npm, default-jdk-headless, libpostgresql-jdbc-java, and `pg` and `pg-cursor` from npm)"
 )
 
 func runPsycopg(t *testing.T, tg target) []result {
@@ -69,9 +69,16 @@ func needPython(t *testing.T, module, pkg string) {
 }
 
 // runProgram runs a driver program in dir with the target in its
-// environment and decodes its JSON lines. Generous timeout: the JVM's start
-// and compile take seconds on a busy 2-core machine.
+// environment and decodes its JSON lines.
 func runProgram(t *testing.T, tg target, dir, prog string, args ...string) []result {
+	t.Helper()
+	return decodeLines[result](t, programOutput(t, tg, dir, prog, args...))
+}
+
+// programOutput runs a driver program in dir with the target in its
+// environment and returns its stdout. Generous timeout: the JVM's start and
+// compile take seconds on a busy 2-core machine.
+func programOutput(t *testing.T, tg target, dir, prog string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -84,15 +91,17 @@ func runProgram(t *testing.T, tg target, dir, prog string, args ...string) []res
 	if err != nil {
 		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", prog, strings.Join(args, " "), err, out, stderr.String())
 	}
-	return decodeResults(t, out)
+	return out
 }
 
-func decodeResults(t *testing.T, out []byte) []result {
+// decodeLines decodes a driver program's output: a JSON object a line.
+func decodeLines[R any](t *testing.T, out []byte) []R {
 	t.Helper()
-	var rs []result
+	var rs []R
 	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		var r result
+		var r R
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("driver program printed %q: %v", sc.Text(), err)
 		}

@@ -2,12 +2,17 @@
 // Each case fences resource drv/<case> (mark 100): v+1 with token 101, v+1000
 // with the stale token 99 that must be refused, v+1 with 101 again on the
 // same connection. One JSON line per case on stdout.
+//
+// With the argument "stream", the stream cases instead (see streamMain).
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 
@@ -116,7 +121,62 @@ public class Drivers {
         return b.append('"').toString();
     }
 
+    // The stream cases: every row of STREAM_SQL read with autocommit off and
+    // setFetchSize(BATCH), so pgjdbc executes a portal BATCH rows at a time
+    // (a server-side cursor). A session with a token carries it as startup
+    // options for resource drv/stream. One JSON line per case: the rows read
+    // (also those before a failure) and the server's error.
+    static final String STREAM_SQL = "SELECT id, v FROM streamed ORDER BY id";
+    static final int BATCH = 3;
+
+    static void stream(String options, List<String> rows) throws SQLException {
+        try (Connection c = connect(options)) {
+            c.setAutoCommit(false);
+            try (Statement st = c.createStatement()) {
+                st.setFetchSize(BATCH);
+                try (ResultSet rs = st.executeQuery(STREAM_SQL)) {
+                    while (rs.next()) rows.add(rs.getInt(1) + " " + rs.getString(2));
+                }
+            }
+            c.commit();
+        }
+    }
+
+    interface StreamCase { void run(List<String> rows) throws SQLException; }
+
+    static String streamOptions(int token) {
+        return "-c lock.fencing_token=" + token + " -c lock.resource=drv/stream";
+    }
+
+    static void streamMain() {
+        Map<String, StreamCase> cases = new LinkedHashMap<>();
+        cases.put("fetchsize", rows -> stream(null, rows));
+        cases.put("token", rows -> stream(streamOptions(101), rows));
+        cases.put("stale", rows -> stream(streamOptions(99), rows));
+        for (Map.Entry<String, StreamCase> e : cases.entrySet()) {
+            List<String> rows = new ArrayList<>();
+            String out;
+            try {
+                e.getValue().run(rows);
+                out = "";
+            } catch (SQLException s) {
+                String state = s.getSQLState() == null ? "" : s.getSQLState();
+                String msg = s.getMessage() == null ? "" : s.getMessage();
+                out = ",\"sqlstate\":" + json(state) + ",\"errtype\":" + json(s.getClass().getName()) + ",\"message\":" + json(msg);
+            } catch (Exception ex) {
+                out = ",\"error\":" + json(ex.toString());
+            }
+            List<String> quoted = new ArrayList<>();
+            for (String r : rows) quoted.add(json(r));
+            System.out.println("{\"case\":" + json(e.getKey()) + ",\"rows\":[" + String.join(",", quoted) + "]" + out + "}");
+        }
+    }
+
     public static void main(String[] args) {
+        if (args.length == 1 && args[0].equals("stream")) {
+            streamMain();
+            return;
+        }
         Map<String, Case> cases = new LinkedHashMap<>();
         cases.put("set", Drivers::set);
         cases.put("comment", Drivers::comment);

@@ -2,8 +2,11 @@
 // drv/<case> (mark 100): v+1 with token 101, v+1000 with the stale token 99
 // that must be refused, v+1 with 101 again on the same connection. One JSON
 // line per case on stdout.
+//
+// With the argument "stream", the stream cases instead (see streamCases).
 'use strict';
 const { Client } = require('pg');
+const Cursor = require('pg-cursor');
 
 const base = {
   host: process.env.FP_HOST,
@@ -88,7 +91,54 @@ const cases = {
   })),
 };
 
-(async () => {
+// The stream cases: every row of streamSQL read through pg-cursor (a named
+// portal executed `batch` rows at a time), in order. A session with a token
+// carries it as startup options for resource drv/stream. One JSON line per
+// case: the rows read (also those before a failure) and the server's error.
+const streamSQL = 'SELECT id, v FROM streamed ORDER BY id';
+const batch = 3;
+
+async function readCursor(c, rows) {
+  const cur = c.query(new Cursor(streamSQL));
+  for (;;) {
+    const got = await cur.read(batch);
+    if (got.length > batch) throw new Error(`read(${batch}) gave ${got.length} rows`);
+    if (got.length === 0) break;
+    rows.push(...got.map((r) => `${r.id} ${r.v}`));
+  }
+  await cur.close();
+}
+
+async function inTx(c, fn) {
+  await c.query('BEGIN');
+  await fn();
+  await c.query('COMMIT');
+}
+
+const streamOpts = (tok) => ({ options: `-c lock.fencing_token=${tok} -c lock.resource=drv/stream` });
+
+const streamCases = {
+  cursor: (rows) => withClient({}, (c) => readCursor(c, rows)),
+  tx: (rows) => withClient({}, (c) => inTx(c, () => readCursor(c, rows))),
+  token: (rows) => withClient(streamOpts(101), (c) => inTx(c, () => readCursor(c, rows))),
+  stale: (rows) => withClient(streamOpts(99), (c) => inTx(c, () => readCursor(c, rows))),
+};
+
+async function streamMain() {
+  for (const [name, run] of Object.entries(streamCases)) {
+    const rows = [];
+    const out = { case: name, rows };
+    try {
+      await run(rows);
+    } catch (e) {
+      if (e.code) Object.assign(out, { sqlstate: e.code, errtype: e.constructor.name, message: e.message });
+      else out.error = String(e && e.stack || e);
+    }
+    console.log(JSON.stringify(out));
+  }
+}
+
+async function matrixMain() {
   for (const [name, run] of Object.entries(cases)) {
     const out = { case: name };
     try {
@@ -99,4 +149,6 @@ const cases = {
     }
     console.log(JSON.stringify(out));
   }
-})();
+}
+
+(process.argv[2] === 'stream' ? streamMain : matrixMain)();

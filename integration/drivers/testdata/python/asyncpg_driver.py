@@ -1,9 +1,13 @@
-"""asyncpg through fenceproxy: see common.py for the cases."""
+"""asyncpg through fenceproxy: see common.py for the cases. With the
+argument "stream", the stream cases instead: cursors (portals) read in
+batches."""
 import asyncio
+import sys
 
 import asyncpg
 
-from common import DB, HOST, PORT, USER, StaleAccepted, options, report, write_sql
+from common import (BATCH, DB, HOST, PORT, STREAM_SQL, USER, StaleAccepted, options, report, row_text,
+                    stream_main, stream_options, write_sql)
 
 
 async def connect(**kw):
@@ -103,5 +107,39 @@ async def main():
         finally:
             await c.close()
 
-if __name__ == "__main__":
+def stream_case(read, token=None):
+    """read(conn, rows) inside a transaction: asyncpg's cursors need one."""
+    async def run(rows):
+        kw = {"server_settings": {"options": stream_options(token)}} if token else {}
+        c = await connect(**kw)
+        try:
+            async with c.transaction():
+                await read(c, rows)
+        finally:
+            await c.close()
+    return lambda rows: asyncio.run(run(rows))
+
+
+async def read_prefetch(c, rows):
+    """async for over a cursor prefetching BATCH rows."""
+    async for r in c.cursor(STREAM_SQL, prefetch=BATCH):
+        rows.append(row_text(r))
+
+
+async def read_fetch(c, rows):
+    """cursor.fetch(BATCH) until it comes back empty."""
+    cur = await c.cursor(STREAM_SQL)
+    while True:
+        batch = await cur.fetch(BATCH)
+        if not batch:
+            break
+        rows.extend(row_text(r) for r in batch)
+
+
+STREAM_CASES = {"prefetch": stream_case(read_prefetch), "fetch": stream_case(read_fetch),
+                "token": stream_case(read_fetch, 101), "stale": stream_case(read_fetch, 99)}
+
+if __name__ == "__main__" and sys.argv[1:] == ["stream"]:
+    stream_main(STREAM_CASES, asyncpg.PostgresError)
+elif __name__ == "__main__":
     asyncio.run(main())

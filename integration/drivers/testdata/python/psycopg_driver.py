@@ -1,7 +1,11 @@
-"""psycopg 3 through fenceproxy: see common.py for the cases."""
+"""psycopg 3 through fenceproxy: see common.py for the cases. With the
+argument "stream", the stream cases instead: named (server-side) cursors."""
+import sys
+
 import psycopg
 
-from common import DB, HOST, PORT, USER, StaleAccepted, options, report, write_sql
+from common import (BATCH, DB, HOST, PORT, STREAM_SQL, USER, StaleAccepted, options, report, row_text,
+                    stream_main, stream_options, write_sql)
 
 
 def connect(**kw):
@@ -81,7 +85,41 @@ def case_setlocal():
 CASES = {"set": case_set, "comment": case_comment, "sqlcommenter": case_sqlcommenter,
          "options": case_options, "prepared": case_prepared, "setlocal": case_setlocal}
 
-if __name__ == "__main__":
+def stream_named(token=None):
+    """A named cursor in a transaction (psycopg's default: not autocommit),
+    fetched BATCH rows at a time."""
+    def run(rows):
+        kw = {"options": stream_options(token)} if token else {}
+        with psycopg.connect(host=HOST, port=PORT, user=USER, dbname=DB, **kw) as c:
+            with c.cursor("stream") as cur:
+                cur.itersize = BATCH
+                cur.execute(STREAM_SQL)
+                for r in cur:
+                    rows.append(row_text(r))
+            c.commit()
+    return run
+
+
+def stream_withhold(rows):
+    """A WITH HOLD named cursor declared in a transaction and iterated after
+    its commit."""
+    with psycopg.connect(host=HOST, port=PORT, user=USER, dbname=DB) as c:
+        cur = c.cursor("stream_hold", withhold=True)
+        cur.itersize = BATCH
+        cur.execute(STREAM_SQL)
+        c.commit()
+        for r in cur:
+            rows.append(row_text(r))
+        cur.close()
+        c.commit()
+
+
+STREAM_CASES = {"named": stream_named(), "withhold": stream_withhold,
+                "token": stream_named(101), "stale": stream_named(99)}
+
+if __name__ == "__main__" and sys.argv[1:] == ["stream"]:
+    stream_main(STREAM_CASES, psycopg.Error)
+elif __name__ == "__main__":
     for name, run in CASES.items():
         try:
             report(name, stale=run())
