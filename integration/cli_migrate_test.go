@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,11 +22,11 @@ func TestMigrateAndHWMCommands(t *testing.T) {
 		return string(out), err
 	}
 	out, err := fp("migrate", "--dsn", dsn)
-	if err != nil || !strings.Contains(out, "installed fence schema version 4") {
+	if err != nil || !strings.Contains(out, "installed fence schema version "+strconv.Itoa(hwm.LatestVersion)) {
 		t.Fatalf("first migrate: %v\n%s", err, out)
 	}
 	out, err = fp("migrate", "--dsn", dsn)
-	if err != nil || !strings.Contains(out, "already at version 4") {
+	if err != nil || !strings.Contains(out, "already at version "+strconv.Itoa(hwm.LatestVersion)) {
 		t.Fatalf("second migrate: %v\n%s", err, out)
 	}
 	if out, err = fp("hwm", "--dsn", dsn, "set", "orders/42", "42"); err != nil || !strings.Contains(out, "high-water mark 42") {
@@ -99,7 +100,7 @@ func TestMigrateCannotCreateClientRole(t *testing.T) {
 	}
 
 	mustExec(t, conn, "CREATE ROLE fence_client NOLOGIN")
-	if out, err = migrate(); err != nil || !strings.Contains(out, "upgraded fence schema from version 2 to 4") {
+	if out, err = migrate(); err != nil || !strings.Contains(out, "upgraded fence schema from version 2 to "+strconv.Itoa(hwm.LatestVersion)) {
 		t.Fatalf("migrate after CREATE ROLE: %v\n%s", err, out)
 	}
 	var clientMay, publicMay bool

@@ -24,8 +24,10 @@
 // transaction (fence.passed). Only the fence routines, the store's owner and
 // superusers can lock or write that row, and ROLLBACK TO SAVEPOINT undoes it
 // like any row lock. Event triggers (ddl_command_end, sql_drop) refuse DDL on
-// a guarded relation without a check, also through its schema, and put the
-// trigger on new partitions and children.
+// a guarded relation without a check, also through its schema or the types,
+// collations, functions and sequences it uses, and put the trigger on new
+// partitions and children; a third (ddl_command_start) refuses commands that
+// commit before they end (… CONCURRENTLY) on a guarded relation.
 //
 // fence.guard has two implementations that make the same decision: the
 // PL/pgSQL body of the fence store's migration, and a C function

@@ -27,9 +27,10 @@ type Entry struct {
 const protectLockKey int64 = 7378422919232070000
 
 // guardVersion is the fence store version whose guard routines this binary
-// installs and verifies (4: CREATE TRIGGER on a protected table needs a
-// check; version 3's first routines let a table's owner replace the guard).
-const guardVersion = 4
+// installs and verifies (5: fence.ddl_start for the ddl_command_start event
+// trigger, and DDL on the types, functions and sequences a protected table
+// uses needs a check; 4: CREATE TRIGGER on a protected table needs one).
+const guardVersion = 5
 
 func (e Entry) String() string {
 	if e.Schema == "" {
@@ -195,36 +196,35 @@ func (r *runner) sync(ctx context.Context) error {
 	return nil
 }
 
-// eventTriggers creates (want) or drops the two event triggers. They need
-// a superuser; otherwise a note says what is missing.
+// eventTriggers creates (want) or drops the three event triggers. They
+// need a superuser; otherwise a note says what is missing.
 func (r *runner) eventTriggers(ctx context.Context, want bool) error {
 	var super bool
 	var have int64
 	err := r.q.QueryRow(ctx, `SELECT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER),
-		(SELECT pg_catalog.count(*) FROM pg_catalog.pg_event_trigger WHERE evtname IN ($1, $2))::int8`,
-		hwm.DDLEventTrigger, hwm.DropEventTrigger).Scan(&super, &have)
+		(SELECT pg_catalog.count(*) FROM pg_catalog.pg_event_trigger WHERE evtname IN ($1, $2, $3))::int8`,
+		hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger).Scan(&super, &have)
 	if err != nil {
 		return fmt.Errorf("protect: read event triggers: %w", err)
 	}
 	if !super {
 		if want {
-			r.note("not a superuser: the event triggers that refuse DDL on protected tables without a check (ALTER, DROP, RENAME, COMMENT, DROP SCHEMA … CASCADE, …) and guard new partitions were not installed; run fenceproxy protect as a superuser to add them")
+			r.note("not a superuser: the event triggers that refuse DDL on protected tables and on what they use without a check (ALTER, DROP, RENAME, COMMENT, DROP SCHEMA … CASCADE, ALTER TYPE, CREATE OR REPLACE FUNCTION, … CONCURRENTLY, …) and guard new partitions were not installed; run fenceproxy protect as a superuser to add them")
 		} else if have > 0 {
-			r.note("not a superuser: the event triggers %s and %s were left in place; drop them as a superuser", hwm.DDLEventTrigger, hwm.DropEventTrigger)
+			r.note("not a superuser: the event triggers %s, %s and %s were left in place; drop them as a superuser", hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger)
 		}
 		return nil
 	}
 	stmts := []string{
 		"DROP EVENT TRIGGER IF EXISTS " + hwm.DDLEventTrigger,
 		"DROP EVENT TRIGGER IF EXISTS " + hwm.DropEventTrigger,
+		"DROP EVENT TRIGGER IF EXISTS " + hwm.StartEventTrigger,
 	}
 	if want {
-		if have == 2 {
+		if have == 3 {
 			return r.enableEventTriggers(ctx)
 		}
-		stmts = append(stmts,
-			"CREATE EVENT TRIGGER "+hwm.DDLEventTrigger+" ON ddl_command_end EXECUTE FUNCTION fence.ddl_guard()",
-			"CREATE EVENT TRIGGER "+hwm.DropEventTrigger+" ON sql_drop EXECUTE FUNCTION fence.drop_guard()")
+		stmts = append(stmts, createEventTriggers...)
 	} else if have == 0 {
 		return nil
 	}
@@ -240,19 +240,19 @@ func (r *runner) eventTriggers(ctx context.Context, want bool) error {
 // them, and makes sure they call the fence functions.
 func (r *runner) enableEventTriggers(ctx context.Context) error {
 	var ok bool
-	err := r.q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger).Scan(&ok)
+	err := r.q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger).Scan(&ok)
 	if err != nil {
 		return fmt.Errorf("protect: read event triggers: %w", err)
 	}
 	if ok {
 		return nil
 	}
-	for _, s := range []string{
+	drop := []string{
 		"DROP EVENT TRIGGER " + hwm.DDLEventTrigger,
 		"DROP EVENT TRIGGER " + hwm.DropEventTrigger,
-		"CREATE EVENT TRIGGER " + hwm.DDLEventTrigger + " ON ddl_command_end EXECUTE FUNCTION fence.ddl_guard()",
-		"CREATE EVENT TRIGGER " + hwm.DropEventTrigger + " ON sql_drop EXECUTE FUNCTION fence.drop_guard()",
-	} {
+		"DROP EVENT TRIGGER " + hwm.StartEventTrigger,
+	}
+	for _, s := range append(drop, createEventTriggers...) {
 		if err := r.exec(ctx, s); err != nil {
 			return err
 		}
@@ -260,12 +260,22 @@ func (r *runner) enableEventTriggers(ctx context.Context) error {
 	return nil
 }
 
-// eventTriggersOK is true when both event triggers exist, are enabled and
-// call the fence functions on the right events.
-const eventTriggersOK = `SELECT pg_catalog.count(*) = 2 FROM pg_catalog.pg_event_trigger AS e
-	WHERE e.evtenabled IN ('O', 'A')
+// createEventTriggers creates the guard's event triggers. They fire for
+// every command tag (no WHEN TAG IN: a tag the server does not support,
+// such as REINDEX before PostgreSQL 17, would be an error).
+var createEventTriggers = []string{
+	"CREATE EVENT TRIGGER " + hwm.DDLEventTrigger + " ON ddl_command_end EXECUTE FUNCTION fence.ddl_guard()",
+	"CREATE EVENT TRIGGER " + hwm.DropEventTrigger + " ON sql_drop EXECUTE FUNCTION fence.drop_guard()",
+	"CREATE EVENT TRIGGER " + hwm.StartEventTrigger + " ON ddl_command_start EXECUTE FUNCTION fence.ddl_start()",
+}
+
+// eventTriggersOK is true when the three event triggers exist, are enabled,
+// fire for every tag and call the fence functions on the right events.
+const eventTriggersOK = `SELECT pg_catalog.count(*) = 3 FROM pg_catalog.pg_event_trigger AS e
+	WHERE e.evtenabled IN ('O', 'A') AND e.evttags IS NULL
 	AND ((e.evtname = $1 AND e.evtevent = 'ddl_command_end' AND e.evtfoid = 'fence.ddl_guard()'::pg_catalog.regprocedure)
-	  OR (e.evtname = $2 AND e.evtevent = 'sql_drop' AND e.evtfoid = 'fence.drop_guard()'::pg_catalog.regprocedure))`
+	  OR (e.evtname = $2 AND e.evtevent = 'sql_drop' AND e.evtfoid = 'fence.drop_guard()'::pg_catalog.regprocedure)
+	  OR (e.evtname = $3 AND e.evtevent = 'ddl_command_start' AND e.evtfoid = 'fence.ddl_start()'::pg_catalog.regprocedure))`
 
 var errNoTable = errors.New("matches no table")
 

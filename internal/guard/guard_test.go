@@ -695,3 +695,37 @@ func TestGuardImplementations(t *testing.T) {
 		}
 	}
 }
+
+// TestStartEventTriggerVerifiedAndRepaired: the ddl_command_start event
+// trigger (version 5) is part of what Verify checks: disabled, narrowed to
+// a tag, or missing (a guard installed by an older protect has only the
+// other two), Verify notes it and protect puts it back.
+func TestStartEventTriggerVerifiedAndRepaired(t *testing.T) {
+	e := newEnv(t)
+	e.protect(t, guard.Options{})
+	super := e.connect(t, pgcluster.Superuser)
+	q := pgxhwm.Querier{Conn: super}
+	for _, weaken := range []string{
+		"ALTER EVENT TRIGGER " + hwm.StartEventTrigger + " DISABLE",
+		"DROP EVENT TRIGGER " + hwm.StartEventTrigger + "; CREATE EVENT TRIGGER " + hwm.StartEventTrigger +
+			" ON ddl_command_start WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION fence.ddl_start()",
+		"DROP EVENT TRIGGER " + hwm.StartEventTrigger,
+	} {
+		if _, err := super.Exec(t.Context(), weaken); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || len(v.Notes) != 1 || !strings.Contains(v.Notes[0], hwm.StartEventTrigger) {
+			t.Errorf("Verify after %s: %+v, %v; want a note naming %s", weaken, v, err, hwm.StartEventTrigger)
+		}
+		if rep := e.protect(t, guard.Options{}); !strings.Contains(strings.Join(rep.SQL, "\n"), "CREATE EVENT TRIGGER "+hwm.StartEventTrigger+" ON ddl_command_start") {
+			t.Errorf("protect after %s ran %q", weaken, rep.SQL)
+		}
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || !v.OK() || len(v.Notes) != 0 {
+			t.Errorf("Verify after the repair: %+v, %v", v, err)
+		}
+		app := e.connect(t, e.app)
+		if _, err := app.Exec(t.Context(), "ALTER TABLE events DETACH PARTITION events_1 CONCURRENTLY"); code(t, err) != "55Z02" {
+			t.Errorf("concurrent detach after the repair: %v, want 55Z02", err)
+		}
+	}
+}

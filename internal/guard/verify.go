@@ -59,12 +59,12 @@ func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, 
 		return v, err
 	}
 	var ok bool
-	if err := q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger).Scan(&ok); err != nil {
 		return v, fmt.Errorf("verify guard: read event triggers: %w", err)
 	}
 	if !ok && len(tables) > 0 {
-		v.Notes = append(v.Notes, "the event triggers "+hwm.DDLEventTrigger+" and "+hwm.DropEventTrigger+
-			" are missing or disabled: DDL on protected tables is not refused and new partitions are not guarded (run fenceproxy protect as a superuser)")
+		v.Notes = append(v.Notes, "the event triggers "+hwm.DDLEventTrigger+", "+hwm.DropEventTrigger+" and "+hwm.StartEventTrigger+
+			" are missing, disabled or narrowed: DDL on protected tables is not refused and new partitions are not guarded (run fenceproxy protect as a superuser)")
 	}
 	return v, nil
 }

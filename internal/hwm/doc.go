@@ -44,7 +44,7 @@
 // before it, PUBLIC) may execute it, everyone may read fence.hwm, and only
 // the owner writes it (docs/fence-store.md lists the grants).
 //
-// # The database guard (migration 3)
+// # The database guard (migrations 3 to 5)
 //
 // The routines behind fenceproxy protect (package guard installs them on
 // tables): fence.guard, a statement-level trigger function that refuses a
@@ -53,7 +53,10 @@
 // (fence.passed); the registry fence.protected and fence.refresh and
 // fence.sync, which keep it and the triggers in step with partitions and
 // inheritance; and the event trigger functions fence.ddl_guard and
-// fence.drop_guard, which refuse DDL on guarded relations without a check.
+// fence.drop_guard, which refuse DDL on guarded relations, and on the
+// types, functions and sequences they use (fence.ddl_relations follows
+// pg_depend, migration 5), without a check, and fence.ddl_start
+// (migration 5), which refuses concurrent DDL on them before it commits.
 //
 // # Concurrency
 //

@@ -21,8 +21,9 @@ const GuardTrigger = "fence_guard"
 
 // Event trigger names; protect creates them when its role is a superuser.
 const (
-	DDLEventTrigger  = "fence_guard_ddl"
-	DropEventTrigger = "fence_guard_drop"
+	DDLEventTrigger   = "fence_guard_ddl"
+	DropEventTrigger  = "fence_guard_drop"
+	StartEventTrigger = "fence_guard_ddl_start" // since version 5
 )
 
 // createClientRole creates fence_client unless it exists, and says what to do
@@ -287,27 +288,75 @@ BEGIN
 END
 `
 
-// ddlRelationsBody maps an object a DDL command touched to the relations it
-// belongs to: a relation (or column), an index's table, every relation of a
-// schema, a trigger's, rule's, policy's, constraint's or default's table.
+// ddlRelationsBody maps an object a DDL command touched to the relations
+// whose data it can change: a relation (or column), an index's table, every
+// relation of a schema, a trigger's, rule's, policy's, constraint's or
+// default's table (version 3); and, since version 5, every relation that
+// uses the object, found through pg_depend, what DROP … CASCADE would
+// reach: the columns of an enum, domain, composite type or collation (and
+// of its array type, of a domain over it, of a composite type with such an
+// attribute, of a table's row type); typed tables; the defaults, CHECK
+// constraints, generated columns, index expressions, triggers, rules and
+// policies that call a function (or an operator, cast or operator class
+// built on it); the defaults that call a sequence, and the table that owns
+// it (serial, identity).
+//
+// The walk goes from an object to the objects that depend on it. From a
+// table or view it goes only to its row type (a column of that type is
+// data of another table), not to what merely refers to it (an FK of
+// another table, a view): DDL on a table referenced by a protected one
+// does not change the protected rows. Some objects hang under their owner
+// rather than the reverse, so the walk also goes up their automatic or
+// internal dependency: a domain's constraint to the domain, an operator
+// family's members to the family, a sequence to the table that owns it,
+// a composite type's relation to its type.
+//
+// The fence routines are left out (every guard trigger calls fence.guard,
+// which protect and migrate replace): only the store's owner or a
+// superuser can change them, and status and verify check fence.guard and
+// fence.passed. Names a function's body uses are not dependencies (except
+// in a SQL-standard body): replacing a function that another function
+// calls is out of reach (README).
 const ddlRelationsBody = `
-SELECT CASE p_classid
-	WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN
-		ARRAY[COALESCE((SELECT i.indrelid FROM pg_catalog.pg_index AS i WHERE i.indexrelid = p_objid), p_objid)]
-	WHEN 'pg_catalog.pg_namespace'::pg_catalog.regclass THEN
-		ARRAY(SELECT c.oid FROM pg_catalog.pg_class AS c WHERE c.relnamespace = p_objid)
-	WHEN 'pg_catalog.pg_trigger'::pg_catalog.regclass THEN
-		ARRAY(SELECT t.tgrelid FROM pg_catalog.pg_trigger AS t WHERE t.oid = p_objid)
-	WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN
-		ARRAY(SELECT r.ev_class FROM pg_catalog.pg_rewrite AS r WHERE r.oid = p_objid)
-	WHEN 'pg_catalog.pg_policy'::pg_catalog.regclass THEN
-		ARRAY(SELECT p.polrelid FROM pg_catalog.pg_policy AS p WHERE p.oid = p_objid)
-	WHEN 'pg_catalog.pg_constraint'::pg_catalog.regclass THEN
-		ARRAY(SELECT c.conrelid FROM pg_catalog.pg_constraint AS c WHERE c.oid = p_objid)
-	WHEN 'pg_catalog.pg_attrdef'::pg_catalog.regclass THEN
-		ARRAY(SELECT d.adrelid FROM pg_catalog.pg_attrdef AS d WHERE d.oid = p_objid)
-	ELSE '{}'::oid[]
-END
+WITH RECURSIVE obj(classid, objid) AS (
+	SELECT p_classid, p_objid WHERE p_classid <> 'pg_catalog.pg_namespace'::pg_catalog.regclass
+		AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc AS f
+			WHERE p_classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND f.oid = p_objid AND f.pronamespace = 'fence'::pg_catalog.regnamespace)
+	UNION
+	SELECT n.classid, n.objid FROM obj, LATERAL (
+		SELECT d.classid, d.objid FROM pg_catalog.pg_depend AS d
+		WHERE d.refclassid = obj.classid AND d.refobjid = obj.objid
+			AND (obj.classid <> 'pg_catalog.pg_class'::pg_catalog.regclass
+				OR d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
+				OR EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = obj.objid AND c.relkind IN ('S', 'c')))
+		UNION ALL
+		SELECT d.refclassid, d.refobjid FROM pg_catalog.pg_depend AS d
+		WHERE d.classid = obj.classid AND d.objid = obj.objid AND d.deptype IN ('a', 'i')
+			AND (obj.classid IN ('pg_catalog.pg_constraint'::pg_catalog.regclass, 'pg_catalog.pg_amop'::pg_catalog.regclass,
+					'pg_catalog.pg_amproc'::pg_catalog.regclass)
+				OR obj.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+					AND EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.oid = obj.objid AND c.relkind IN ('S', 'c')))
+	) AS n
+)
+SELECT COALESCE(pg_catalog.array_agg(DISTINCT r.relid) FILTER (WHERE r.relid <> 0), '{}') FROM (
+	SELECT c.oid FROM pg_catalog.pg_class AS c
+	WHERE p_classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND c.relnamespace = p_objid
+	UNION ALL
+	SELECT CASE obj.classid
+		WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN
+			COALESCE((SELECT i.indrelid FROM pg_catalog.pg_index AS i WHERE i.indexrelid = obj.objid), obj.objid)
+		WHEN 'pg_catalog.pg_trigger'::pg_catalog.regclass THEN
+			(SELECT t.tgrelid FROM pg_catalog.pg_trigger AS t WHERE t.oid = obj.objid)
+		WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN
+			(SELECT r.ev_class FROM pg_catalog.pg_rewrite AS r WHERE r.oid = obj.objid)
+		WHEN 'pg_catalog.pg_policy'::pg_catalog.regclass THEN
+			(SELECT p.polrelid FROM pg_catalog.pg_policy AS p WHERE p.oid = obj.objid)
+		WHEN 'pg_catalog.pg_constraint'::pg_catalog.regclass THEN
+			(SELECT c.conrelid FROM pg_catalog.pg_constraint AS c WHERE c.oid = obj.objid)
+		WHEN 'pg_catalog.pg_attrdef'::pg_catalog.regclass THEN
+			(SELECT d.adrelid FROM pg_catalog.pg_attrdef AS d WHERE d.oid = obj.objid)
+	END FROM obj
+) AS r(relid)
 `
 
 // ddlRequireBody refuses, with 55Z02, a command (p_tag) that touched a
@@ -380,8 +429,11 @@ END
 `
 
 // dropGuardBody is the sql_drop event trigger: dropping a guarded relation
-// (also through DROP SCHEMA … CASCADE or DROP OWNED BY), or the guard trigger,
-// a rule or a policy of one, needs the check.
+// or a column of one (also through DROP SCHEMA … CASCADE, DROP OWNED BY, or
+// DROP TYPE, FUNCTION, SEQUENCE or COLLATION … CASCADE), or the guard
+// trigger, a rule, a policy, a constraint or a default of one, needs the
+// check. The dropped rows are gone from the catalogs here: a dependent
+// object's table is found by its name (schema, table, object).
 const dropGuardBody = `
 DECLARE
 	r      record;
@@ -391,7 +443,10 @@ BEGIN
 		IF r.classid = 'pg_catalog.pg_class'::pg_catalog.regclass THEN
 			v_rels := v_rels || r.objid;
 		ELSIF r.classid IN ('pg_catalog.pg_trigger'::pg_catalog.regclass, 'pg_catalog.pg_rewrite'::pg_catalog.regclass,
-				'pg_catalog.pg_policy'::pg_catalog.regclass) AND pg_catalog.cardinality(r.address_names) = 3 THEN
+				'pg_catalog.pg_policy'::pg_catalog.regclass, 'pg_catalog.pg_attrdef'::pg_catalog.regclass)
+				AND pg_catalog.cardinality(r.address_names) = 3
+			OR r.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND r.object_type = 'table constraint'
+				AND pg_catalog.cardinality(r.address_names) = 3 THEN
 			v_rels := v_rels || pg_catalog.to_regclass(pg_catalog.quote_ident(r.address_names[1]) || '.' || pg_catalog.quote_ident(r.address_names[2]))::oid;
 		END IF;
 	END LOOP;
@@ -400,8 +455,111 @@ BEGIN
 END
 `
 
-// guardRoutines are the routines of migration 3 with their signatures.
+// ddlNamedBody is fence.ddl_named(p_text, p_name): could p_text, one SQL
+// statement, name the relation p_name? A superset test, for the
+// ddl_command_start trigger, which has only the statement's text: true
+// when p_name (or its quoted form, "" for ") occurs in it, letter case
+// ignored, not inside a longer word. An unquoted name is delimited by
+// characters that cannot continue an identifier, a quoted one by its
+// quotes; a name that fills NAMEDATALEN may stand for a longer, truncated
+// one, so its right edge is not tested. A digit or $ before it counts as a
+// delimiter (an identifier cannot start with one; whether the lexer
+// joined them is not worth guessing), a letter, _ or any non-ASCII
+// character does not (the lexer would have made them one identifier).
+// Unicode escapes (U&"…") can spell a name without its letters: the caller
+// treats text containing U& as naming everything.
+const ddlNamedBody = `
+DECLARE
+	v_text  text := pg_catalog.lower(p_text);
+	v_name  text;
+	v_len   integer;
+	v_from  integer;
+	v_at    integer;
+	v_trunc boolean := pg_catalog.octet_length(p_name) >= 63;
+BEGIN
+	FOREACH v_name IN ARRAY ARRAY[pg_catalog.lower(p_name), pg_catalog.lower(pg_catalog.replace(p_name, '"', '""'))] LOOP
+		v_len := pg_catalog.length(v_name);
+		v_from := 1;
+		LOOP
+			v_at := pg_catalog.strpos(pg_catalog.substr(v_text, v_from), v_name);
+			EXIT WHEN v_at = 0;
+			v_at := v_from + v_at - 1;
+			IF pg_catalog.substr(v_text, v_at - 1, 1) !~ '^[a-z_]$' AND pg_catalog.ascii(pg_catalog.substr(v_text, v_at - 1, 1)) < 128
+				AND (v_trunc OR pg_catalog.substr(v_text, v_at + v_len, 1) !~ '^[a-z0-9_$]$'
+					AND pg_catalog.ascii(pg_catalog.substr(v_text, v_at + v_len, 1)) < 128) THEN
+				RETURN true;
+			END IF;
+			v_from := v_at + 1;
+		END LOOP;
+	END LOOP;
+	RETURN false;
+END
+`
+
+// ddlStartBody is the ddl_command_start event trigger (version 5). A
+// command that commits in the middle — ALTER TABLE … DETACH PARTITION …
+// CONCURRENTLY (the partition's rows leave the parent when its first
+// transaction commits), CREATE INDEX CONCURRENTLY (an invalid index stays
+// behind), REINDEX … CONCURRENTLY (PostgreSQL 17 and later fire event
+// triggers for REINDEX) — has committed before ddl_command_end could refuse
+// it, and it cannot run in a transaction block, so no check can come before
+// it in its transaction. On a guarded relation it is refused here, before
+// anything: the fix is the form without CONCURRENTLY in a checked
+// transaction. (DROP INDEX needs no check, concurrently or not: README.)
+//
+// Here pg_event_trigger_ddl_commands() is not available, only TG_TAG and
+// the text. The text is reliable for these commands: they refuse to run
+// anywhere but at the top level of a statement of their own, whose text
+// current_query() returns; and CONCURRENTLY is a keyword, which has no
+// other spelling, so a text without it runs no concurrent command. The
+// relations are found by name (fence.ddl_named: a superset; a false match
+// only asks for a check that a real concurrent command could not have
+// anyway). A transaction that did pass the checks (the word in a comment
+// of a non-concurrent command in a checked transaction) goes on.
+const ddlStartBody = `
+DECLARE
+	v_query text := pg_catalog.current_query();
+	v_doubt boolean;
+	r       record;
+BEGIN
+	IF TG_TAG NOT IN ('ALTER TABLE', 'CREATE INDEX', 'REINDEX') OR v_query !~* 'concurrently' THEN
+		RETURN;
+	END IF;
+	v_doubt := v_query IS NULL OR v_query ~* 'u&';
+	FOR r IN
+		SELECT DISTINCT c.oid::pg_catalog.regclass::text AS rel, u.x AS resource
+		FROM fence.protected AS p JOIN pg_catalog.pg_class AS c ON c.oid = p.relid
+			JOIN pg_catalog.pg_namespace AS s ON s.oid = c.relnamespace,
+			pg_catalog.unnest(p.resources) AS u(x)
+		WHERE v_doubt OR fence.ddl_named(v_query, c.relname)
+			OR TG_TAG = 'REINDEX' AND (v_query ~* E'\\m(database|system)\\M' OR fence.ddl_named(v_query, s.nspname)
+				OR EXISTS (SELECT FROM pg_catalog.pg_index AS i JOIN pg_catalog.pg_class AS ic ON ic.oid = i.indexrelid
+					WHERE i.indrelid = c.oid AND fence.ddl_named(v_query, ic.relname)))
+		ORDER BY 1, 2
+	LOOP
+		IF NOT fence.passed(r.resource) THEN
+			RAISE EXCEPTION USING ERRCODE = '` + CodeTokenRequired + `',
+				MESSAGE = pg_catalog.format('fencing token required: %s … CONCURRENTLY on protected table %s refused: a concurrent command commits before it ends and cannot run in a transaction block, so no fence check for resource "%s" can cover it', TG_TAG, r.rel, r.resource),
+				HINT = 'Run it without CONCURRENTLY in a transaction that passed a fence check for this resource: through fenceproxy with a fencing token, or after CALL fence.check(…).';
+		END IF;
+	END LOOP;
+END
+`
+
+// guardRoutines are the routines of migration 3 with their signatures
+// (migration 3's grants name them: never add to this list).
 var guardRoutines = []string{
 	"fence.passed(text)", "fence.guard()", "fence.refresh()", "fence.sync(boolean)",
 	"fence.ddl_relations(oid, oid)", "fence.ddl_require(oid[], text)", "fence.ddl_guard()", "fence.drop_guard()",
+}
+
+// startRoutines are the routines migration 5 adds.
+var startRoutines = []string{"fence.ddl_named(text, text)", "fence.ddl_start()"}
+
+// guardRoutinesAt are the guard's routines a store of version v has.
+func guardRoutinesAt(v int) []string {
+	if v >= 5 {
+		return append(guardRoutines[:len(guardRoutines):len(guardRoutines)], startRoutines...)
+	}
+	return guardRoutines
 }

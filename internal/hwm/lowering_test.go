@@ -83,7 +83,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		t.Fatalf("version 1 store: %v, %v", st, err)
 	}
 	res, err := hwm.Migrate(ctx, session{c})
-	if err != nil || res.String() != "upgraded fence schema from version 1 to 4" {
+	if err != nil || res.String() != "upgraded fence schema from version 1 to "+latest {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
 	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
@@ -125,21 +125,22 @@ func TestOwnerRoleMigratesAndRepairs(t *testing.T) {
 
 // TestUpgradeFromVersion3: a store made by version 3's first routines (here
 // a fence.guard that passes every write, as a stand-in for the old body)
-// is reported, and migrate replaces them with version 4's.
+// is reported, and migrate replaces them with version 4's (and brings the
+// store on to the latest version).
 func TestUpgradeFromVersion3(t *testing.T) {
 	db := newStore(t)
 	c := db.super(t)
 	ctx := t.Context()
-	if _, err := c.Exec(ctx, `DELETE FROM fence.schema_version WHERE version = 4;
+	if _, err := c.Exec(ctx, `DELETE FROM fence.schema_version WHERE version = 4`+dropVersion5+`;
 		CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$BEGIN RETURN NULL; END$$`); err != nil {
 		t.Fatal(err)
 	}
 	st, err := hwm.Status(ctx, session{c})
-	if err != nil || st.OK() || st.Version != 3 || !strings.Contains(st.String(), "version 3 is older than 4") {
+	if err != nil || st.OK() || st.Version != 3 || !strings.Contains(st.String(), "version 3 is older than "+latest) {
 		t.Fatalf("version 3 store: %v, %v", st, err)
 	}
 	res, err := hwm.Migrate(ctx, session{c})
-	if err != nil || res.String() != "upgraded fence schema from version 3 to 4" {
+	if err != nil || res.String() != "upgraded fence schema from version 3 to "+latest {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
 	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
@@ -148,5 +149,43 @@ func TestUpgradeFromVersion3(t *testing.T) {
 	var config []string
 	if err := c.QueryRow(ctx, "SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE oid = 'fence.guard()'::regprocedure").Scan(&config); err != nil || len(config) != 0 {
 		t.Errorf("fence.guard's settings after upgrade: %v, %v; want none", config, err)
+	}
+}
+
+// TestUpgradeFromVersion4: a store at version 4 (here with a
+// fence.ddl_relations that maps nothing, as a stand-in for version 4's,
+// which knew no types, functions or sequences) is reported, and migrate
+// brings version 5's routines: ddl_relations follows pg_depend, drop_guard
+// counts dropped defaults and constraints, ddl_start exists.
+func TestUpgradeFromVersion4(t *testing.T) {
+	db := newStore(t)
+	c := db.super(t)
+	ctx := t.Context()
+	if _, err := c.Exec(ctx, `SELECT 1`+dropVersion5+`;
+		CREATE OR REPLACE FUNCTION fence.ddl_relations(p_classid oid, p_objid oid) RETURNS oid[] LANGUAGE sql STABLE
+		SET search_path = pg_catalog, pg_temp AS $$SELECT '{}'::oid[]$$`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := hwm.Status(ctx, session{c})
+	if err != nil || st.OK() || st.Version != 4 || !strings.Contains(st.String(), "version 4 is older than "+latest) {
+		t.Fatalf("version 4 store: %v, %v", st, err)
+	}
+	res, err := hwm.Migrate(ctx, session{c})
+	if err != nil || res.String() != "upgraded fence schema from version 4 to "+latest {
+		t.Fatalf("Migrate = %v, %v", res, err)
+	}
+	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+		t.Fatalf("after upgrade: %v, %v", st, err)
+	}
+	var rels, drop, start bool
+	err = c.QueryRow(ctx, `SELECT position('pg_depend' IN prosrc) > 0 FROM pg_proc WHERE oid = 'fence.ddl_relations(oid, oid)'::regprocedure`).Scan(&rels)
+	if err == nil {
+		err = c.QueryRow(ctx, `SELECT position('pg_attrdef' IN prosrc) > 0 FROM pg_proc WHERE oid = 'fence.drop_guard()'::regprocedure`).Scan(&drop)
+	}
+	if err == nil {
+		err = c.QueryRow(ctx, `SELECT to_regprocedure('fence.ddl_start()') IS NOT NULL`).Scan(&start)
+	}
+	if err != nil || !rels || !drop || !start {
+		t.Errorf("after upgrade: ddl_relations follows pg_depend %v, drop_guard counts defaults %v, ddl_start exists %v (%v)", rels, drop, start, err)
 	}
 }

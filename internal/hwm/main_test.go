@@ -118,8 +118,13 @@ func callLiteral(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
 	return err
 }
 
-// dropVersion3 takes migration 3's objects out, with its schema_version row
-// (fence_client stays: roles belong to the cluster).
-const dropVersion3 = `; DROP TABLE fence.protected; DROP FUNCTION fence.passed(text), fence.guard(), fence.refresh(),
+// dropVersion5 takes migration 5's objects out, with its schema_version
+// row.
+const dropVersion5 = `; DROP FUNCTION fence.ddl_named(text, text), fence.ddl_start();
+	DELETE FROM fence.schema_version WHERE version = 5`
+
+// dropVersion3 takes the objects of migration 3 and later out, with their
+// schema_version rows (fence_client stays: roles belong to the cluster).
+const dropVersion3 = dropVersion5 + `; DROP TABLE fence.protected; DROP FUNCTION fence.passed(text), fence.guard(), fence.refresh(),
 	fence.sync(boolean), fence.ddl_relations(oid, oid), fence.ddl_require(oid[], text), fence.ddl_guard(), fence.drop_guard();
 	DELETE FROM fence.schema_version WHERE version IN (3, 4)`

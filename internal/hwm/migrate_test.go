@@ -86,6 +86,9 @@ func TestMigrateConcurrent(t *testing.T) {
 	}
 }
 
+// latest is hwm.LatestVersion as status and migrate print it.
+var latest = strconv.Itoa(hwm.LatestVersion)
+
 func TestMigrateRefuses(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -95,7 +98,7 @@ func TestMigrateRefuses(t *testing.T) {
 		{name: "foreign schema", setup: "CREATE SCHEMA fence",
 			want: "schema fence exists but has no fence.schema_version"},
 		{name: "newer version", setup: "INSERT INTO fence.schema_version (version, name) VALUES (99, 'future')",
-			want: "fence schema is at version 99, newer than this fenceproxy (4)"},
+			want: "fence schema is at version 99, newer than this fenceproxy (" + latest + ")"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,30 +139,32 @@ func TestStatusProblems(t *testing.T) {
 		want  string
 	}{
 		{name: "procedure missing", setup: []string{"DROP PROCEDURE fence.check"},
-			want: "fence schema version 4: procedure fence.check(text, text, text, text, boolean, boolean) is missing"},
+			want: "fence schema version " + latest + ": procedure fence.check(text, text, text, text, boolean, boolean) is missing"},
 		{name: "table missing", setup: []string{"DROP TABLE fence.hwm"},
-			want: "fence schema version 4: table fence.hwm is missing; " + unguarded},
-		{name: "trigger disabled", setup: []string{"ALTER TABLE fence.hwm DISABLE TRIGGER hwm_never_lower"}, want: "fence schema version 4: " + unguarded},
-		{name: "trigger not always", setup: []string{"ALTER TABLE fence.hwm ENABLE TRIGGER hwm_never_truncate"}, want: "fence schema version 4: " + unguarded},
-		{name: "trigger dropped", setup: []string{"DROP TRIGGER hwm_never_lower ON fence.hwm"}, want: "fence schema version 4: " + unguarded},
+			want: "fence schema version " + latest + ": table fence.hwm is missing; " + unguarded},
+		{name: "trigger disabled", setup: []string{"ALTER TABLE fence.hwm DISABLE TRIGGER hwm_never_lower"}, want: "fence schema version " + latest + ": " + unguarded},
+		{name: "trigger not always", setup: []string{"ALTER TABLE fence.hwm ENABLE TRIGGER hwm_never_truncate"}, want: "fence schema version " + latest + ": " + unguarded},
+		{name: "trigger dropped", setup: []string{"DROP TRIGGER hwm_never_lower ON fence.hwm"}, want: "fence schema version " + latest + ": " + unguarded},
 		{name: "trigger function changed", setup: []string{"CREATE OR REPLACE FUNCTION fence.refuse_lowering() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$"},
-			want: "fence schema version 4: " + unguarded},
+			want: "fence schema version " + latest + ": " + unguarded},
 		{name: "not security definer", setup: []string{"ALTER PROCEDURE fence.check SECURITY INVOKER"},
-			want: "fence schema version 4: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
+			want: "fence schema version " + latest + ": procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
 		{name: "search_path reset", setup: []string{"ALTER PROCEDURE fence.check RESET search_path"},
-			want: "fence schema version 4: procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
+			want: "fence schema version " + latest + ": procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp"},
 		{name: "body changed", setup: []string{"CREATE OR REPLACE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text, p_default_resource text, p_require_token boolean, p_advance boolean) LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$BEGIN END$$"},
-			want: "fence schema version 4: procedure fence.check differs from version 4's: run fenceproxy migrate on a fresh schema or restore it"},
+			want: "fence schema version " + latest + ": procedure fence.check differs from version " + latest + "'s: run fenceproxy migrate on a fresh schema or restore it"},
 		{name: "writable", setup: []string{"CREATE ROLE status_w", "GRANT INSERT, UPDATE ON fence.hwm TO status_w, PUBLIC"},
-			want: "fence schema version 4: roles other than the owner may write fence.hwm: PUBLIC, status_w"},
+			want: "fence schema version " + latest + ": roles other than the owner may write fence.hwm: PUBLIC, status_w"},
 		{name: "schema creatable", setup: []string{"GRANT CREATE ON SCHEMA fence TO PUBLIC"},
-			want: "fence schema version 4: roles other than the owner may create objects in schema fence: PUBLIC"},
+			want: "fence schema version " + latest + ": roles other than the owner may create objects in schema fence: PUBLIC"},
 		{name: "check to PUBLIC", setup: []string{"GRANT EXECUTE ON PROCEDURE fence.check TO PUBLIC"},
-			want: "fence schema version 4: PUBLIC may execute fence.check: any role can raise a mark; REVOKE EXECUTE ON PROCEDURE fence.check(text, text, text, text, boolean, boolean) FROM PUBLIC and GRANT fence_client to the application roles"},
+			want: "fence schema version " + latest + ": PUBLIC may execute fence.check: any role can raise a mark; REVOKE EXECUTE ON PROCEDURE fence.check(text, text, text, text, boolean, boolean) FROM PUBLIC and GRANT fence_client to the application roles"},
 		{name: "passed not definer", setup: []string{"ALTER FUNCTION fence.passed(text) SECURITY INVOKER"},
-			want: "fence schema version 4: fence.passed or fence.guard differs from version 4's (fence.passed must be SECURITY DEFINER; fence.guard this version's PL/pgSQL body or the C guard): the database guard cannot be trusted"},
+			want: "fence schema version " + latest + ": fence.passed or fence.guard differs from version " + latest + "'s (fence.passed must be SECURITY DEFINER; fence.guard this version's PL/pgSQL body or the C guard): the database guard cannot be trusted"},
 		{name: "guard routine dropped", setup: []string{"DROP FUNCTION fence.drop_guard()"},
-			want: "fence schema version 4: guard routines missing: fence.drop_guard()"},
+			want: "fence schema version " + latest + ": guard routines missing: fence.drop_guard()"},
+		{name: "start routine dropped", setup: []string{"DROP FUNCTION fence.ddl_start()"},
+			want: "fence schema version " + latest + ": guard routines missing: fence.ddl_start()"},
 		{name: "old version", setup: []string{"DELETE FROM fence.schema_version"},
 			want: "fence schema version 0: schema fence exists but has no fence.schema_version: not made by fenceproxy migrate"},
 	}

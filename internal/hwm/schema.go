@@ -101,6 +101,29 @@ var migrations = []migration{
 		orReplace(invoker("fence.sync(p_apply boolean) RETURNS SETOF text", syncBody)),
 		orReplace(invoker("fence.ddl_guard() RETURNS event_trigger", ddlGuardBody)),
 	}},
+	// The database guard sees DDL that changes a protected table's data
+	// without naming it: fence.ddl_relations follows pg_depend to the
+	// tables that use a type, domain, collation, function or sequence;
+	// fence.drop_guard also counts a protected table's dropped defaults and
+	// constraints; fence.ddl_start (protect puts it on ddl_command_start)
+	// refuses concurrent commands on protected tables before their first
+	// commit. Migration 3 installs the same ddl_relations and drop_guard on
+	// a fresh store.
+	{Version: 5, Name: "database guard: DDL on what protected tables use; concurrent DDL refused at ddl_command_start", Statements: []string{
+		`CREATE OR REPLACE FUNCTION fence.ddl_relations(p_classid oid, p_objid oid) RETURNS oid[]
+		LANGUAGE sql STABLE
+		SET search_path = pg_catalog, pg_temp
+		AS $rels$` + ddlRelationsBody + `$rels$`,
+		orReplace(invoker("fence.drop_guard() RETURNS event_trigger", dropGuardBody)),
+		`CREATE FUNCTION fence.ddl_named(p_text text, p_name text) RETURNS boolean
+		LANGUAGE plpgsql IMMUTABLE STRICT
+		SET search_path = pg_catalog, pg_temp
+		AS $named$` + ddlNamedBody + `$named$`,
+		invoker("fence.ddl_start() RETURNS event_trigger", ddlStartBody),
+		`REVOKE ALL ON FUNCTION ` + strings.Join(startRoutines, ", ") + ` FROM PUBLIC`,
+		// Every role that runs DDL runs the event trigger, with its rights.
+		`GRANT EXECUTE ON FUNCTION ` + strings.Join(startRoutines, ", ") + ` TO PUBLIC`,
+	}},
 }
 
 // orReplace turns a CREATE FUNCTION statement into CREATE OR REPLACE.

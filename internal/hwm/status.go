@@ -66,7 +66,7 @@ func Status(ctx context.Context, q Querier) (State, error) {
 		add("fence.hwm lacks its triggers hwm_never_lower and hwm_never_truncate (enabled ALWAYS, calling version 2's fence.refuse_lowering): marks could be lowered")
 	}
 	if st.version >= 3 {
-		if err := guardProblems(ctx, q, add); err != nil {
+		if err := guardProblems(ctx, q, st.version, add); err != nil {
 			return State{}, err
 		}
 	}
@@ -164,11 +164,12 @@ const guardStateQuery = `SELECT
 		pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) AS a
 		WHERE p.oid = pg_catalog.to_regprocedure('` + checkSignature + `') AND a.privilege_type = 'EXECUTE'), false)`
 
-// guardProblems adds what is amiss with migration 3's objects.
-func guardProblems(ctx context.Context, q Querier, add func(string, ...any)) error {
+// guardProblems adds what is amiss with the guard's objects of a store at
+// version (3 or later).
+func guardProblems(ctx context.Context, q Querier, version int, add func(string, ...any)) error {
 	var table, passedOK, guardOK, role, public bool
 	var missing string
-	err := q.QueryRow(ctx, guardStateQuery, guardRoutines, passedBody).Scan(&table, &missing, &passedOK, &guardOK, &role, &public)
+	err := q.QueryRow(ctx, guardStateQuery, guardRoutinesAt(version), passedBody).Scan(&table, &missing, &passedOK, &guardOK, &role, &public)
 	if err != nil {
 		return wrapErr("status: read the guard's catalogs", err)
 	}
