@@ -132,6 +132,10 @@ type Statement struct {
 	// PREPARED.
 	PreparesTxn bool
 
+	// NeedsTxnBlock is set for statements the server refuses outside a
+	// transaction block, running nothing: DECLARE without WITH HOLD, LOCK.
+	NeedsTxnBlock bool
+
 	// CopyFrom is set for COPY … FROM (STDIN, a file or a program).
 	CopyFrom bool
 	// CopyIn is set for COPY … FROM STDIN: the server then reads copy data
@@ -317,6 +321,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		st.Name = s.DeclareCursorStmt.Portalname
 		st.Registry = RegDeclare
 		st.Hold = s.DeclareCursorStmt.Options&cursorOptHold != 0
+		st.NeedsTxnBlock = !st.Hold
 		if w.dml > 0 {
 			return Write
 		}
@@ -330,6 +335,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		st.Opaque, st.Registry = true, RegFetch
 		return Read
 	case *pg_query.Node_LockStmt:
+		st.NeedsTxnBlock = true
 		return Read
 	case *pg_query.Node_ClosePortalStmt:
 		st.Name = s.ClosePortalStmt.Portalname

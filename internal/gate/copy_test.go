@@ -43,12 +43,12 @@ func TestTranscriptsCopyIn(t *testing.T) {
 		}},
 		{"case_comments_spacing", deferred("call p()/* ; */;\n\t--x\ncOpY/**/t(a)FROM\n  StdIn  ", "call p()/* ; */;"+check+" \n\t--x\ncOpY/**/t(a)FROM\n  StdIn  ")},
 		{"sql_execute_of_unknown_then_copy", []step{
-			// s was prepared by code the proxy did not see.
-			{send: q("EXECUTE s; COPY t FROM STDIN"), up: "Q(EXECUTE s;" + check + "  COPY t FROM STDIN)"},
-			{send: q("SELECT 1"), up: "WAIT"}, // EXECUTE may have changed the lexing settings
-			{replies: "CCG", seen: "CG"}, {send: copyDone()},
+			// s was prepared by code the proxy did not see (a query or DML
+			// statement, as PREPARE allows): nothing to probe after it.
+			{send: q("EXECUTE s; COPY t FROM STDIN")},
+			{replies: "CG", seen: "CG"}, {send: copyDone()},
 			{replies: "CZ", status: 'I', seen: "CZ"},
-			{send: q("SELECT 1"), up: selectChk},
+			{send: q("SELECT 1")},
 		}},
 		{"sql_execute_of_parsed_copy", []step{
 			// A COPY … FROM STDIN prepared by Parse runs through SQL

@@ -59,7 +59,7 @@ func TestTranscriptsCursors(t *testing.T) {
 			{send: q("DECLARE h CURSOR WITH HOLD FOR SELECT 1"), up: "Q(" + check + " DECLARE h CURSOR WITH HOLD FOR SELECT 1)"},
 			{replies: "CCZ", status: 'I', seen: "CZ"},
 			{send: q("CLOSE ALL")}, {replies: "CZ", status: 'I', seen: "CZ"},
-			{send: q("FETCH h"), up: "Q(" + check + " FETCH h) " + probeMsgs}, // unknown now: opaque, checked
+			{send: q("FETCH h"), up: "Q(" + check + " FETCH h)"}, // unknown now: checked
 		}},
 		{name: "comment_token_of_declare_fixed_for_fetch", steps: []step{
 			{send: q("BEGIN")}, {replies: "CZ", status: 'T', seen: "CZ"},
@@ -89,6 +89,51 @@ func TestTranscriptsCursors(t *testing.T) {
 // query writes.
 func TestTranscriptsUnknownCursorWithGuardedTables(t *testing.T) {
 	replay(t, twoResources(), false, []step{
-		{send: q("FETCH ALL FROM c"), up: "Q(" + raiseText(codeUnknownStmt, unknownMsg("cursor", "c")) + "; FETCH ALL FROM c) " + probeMsgs},
+		{send: q("FETCH ALL FROM c"), up: "Q(" + raiseText(codeUnknownStmt, unknownMsg("cursor", "c")) + "; FETCH ALL FROM c)"},
 	})
+}
+
+// TestTranscriptsServerAnswersItself: where the server runs nothing, the
+// proxy adds nothing, so the client gets the server's own answer: a
+// statement or portal that does not exist leaves a session without a token
+// as it was (no probe, no check after it); in an aborted transaction no
+// check is injected (the server answers 25P02, or 34000 for a portal that
+// does not exist); a DECLARE or LOCK alone outside a transaction block is
+// not turned into a two-statement Query, which the server would run as an
+// implicit block and accept.
+func TestTranscriptsServerAnswersItself(t *testing.T) {
+	const check = "CALL fence.check('', '', '', '', false, true);"
+	tests := []struct {
+		name  string
+		token bool
+		steps []step
+	}{
+		{name: "missing_portal_leaves_plain_session_plain", steps: []step{
+			{send: exec("p1")}, {send: syncMsg()},
+			{replies: "E{34000}Z", status: 'I', seen: "EZ"},
+			{send: exec("")}, {send: syncMsg()},
+			{replies: "E{34000}Z", status: 'I', seen: "EZ"},
+			{send: q("EXECUTE s2(2)")}, {replies: "E{26000}Z", status: 'I', seen: "EZ"},
+			{send: q("UPDATE t SET v = 1")},
+		}},
+		{name: "no_check_in_aborted_transaction", token: true, steps: []step{
+			{send: q("BEGIN")}, {replies: "CZ", status: 'T', seen: "CZ"},
+			{send: q("SELECT 1/0"), up: "Q(" + check + " SELECT 1/0)"},
+			{replies: "CE{22012}Z", status: 'E', seen: "EZ"},
+			{send: exec("")}, {send: syncMsg()},
+			{replies: "E{34000}Z", status: 'E', seen: "EZ"},
+			{send: q("UPDATE t SET v = 1")}, {replies: "E{25P02}Z", status: 'E', seen: "EZ"},
+			{send: q("ROLLBACK TO s; UPDATE t SET v = 1"), up: "Q(ROLLBACK TO s;" + check + "  UPDATE t SET v = 1)"},
+		}},
+		{name: "declare_alone_outside_a_block", token: true, steps: []step{
+			{send: q("DECLARE c CURSOR FOR SELECT 1")}, {replies: "E{25P01}Z", status: 'I', seen: "EZ"},
+			{send: q("LOCK TABLE t")}, {replies: "E{25P01}Z", status: 'I', seen: "EZ"},
+			{send: q("DECLARE c CURSOR WITH HOLD FOR SELECT 1"), up: "Q(" + check + " DECLARE c CURSOR WITH HOLD FOR SELECT 1)"},
+			{replies: "CCZ", status: 'I', seen: "CZ"},
+			{send: q("LOCK TABLE t; SELECT 1"), up: "Q(" + check + " LOCK TABLE t; SELECT 1)"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { replay(t, nil, tt.token, tt.steps) })
+	}
 }

@@ -165,7 +165,15 @@ func (s *Session) decide(st, run *Statement) action {
 		s.unit.checked = true
 		s.unit.key = keyOf(a.args, a.extra)
 	}
-	if run != nil {
+	switch {
+	case run == nil && (st.Registry == RegExecute || st.Registry == RegFetch):
+		// A statement or portal the proxy does not know, in a session
+		// where it is not refused: if the server has none, nothing runs.
+		// If it has one, made by code the proxy could not see, it is a
+		// query or DML statement (PREPARE and DECLARE hold no other),
+		// which may set the token only through a function it calls, as
+		// a plain SELECT f() may.
+	case run != nil:
 		// What runs decides: for EXECUTE, FETCH and MOVE of a statement
 		// or cursor the session knows, the statement itself; their own
 		// Opaque only stands in for one it does not know. A statement
@@ -176,7 +184,7 @@ func (s *Session) decide(st, run *Statement) action {
 		if run != st && run.Registry != RegNone {
 			s.reg.distrust()
 		}
-	} else {
+	default:
 		s.after(st)
 	}
 	if run != nil && st.Registry != RegFetch && (run.CopyIn || run != st && run.Opaque) {
@@ -211,7 +219,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 		return action{}
 	}
 	if run == nil { // EXECUTE or FETCH of a statement or portal the proxy does not know
-		if s.fencingPossible() || st.Directives.Token != 0 {
+		if !s.unit.aborted && (s.fencingPossible() || st.Directives.Token != 0) {
 			what := "prepared statement"
 			if st.Registry == RegFetch {
 				what = "cursor"
@@ -286,7 +294,14 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if run.recalled && s.tokenMaybe {
 		extra = append(extra, hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: args.Advance})
 	}
-	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) {
+	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) || s.unit.aborted {
+		return action{}
+	}
+	if run.NeedsTxnBlock && run == st && s.unit.idle && !s.extOpen {
+		// Alone in a Query outside a transaction block, the server refuses
+		// it (25P01) and runs nothing; a check in front would make the
+		// Query two statements, run as one implicit block, and it would
+		// succeed where PostgreSQL says it cannot.
 		return action{}
 	}
 	if s.configTextUnsure(args, extra) {
@@ -442,6 +457,14 @@ func first(s []string) string {
 
 // after applies what st does to the fencing state once it has run.
 func (s *Session) after(st *Statement) {
+	s.unit.idle = false
+	switch st.Kind {
+	case Commit, Rollback, RollbackTo, DiscardAll, Begin:
+		s.unit.aborted = false
+	}
+	if st.Opaque {
+		s.unit.aborted = false // it may have rolled back to a savepoint
+	}
 	switch st.Kind {
 	case Commit, Rollback, RollbackTo, DiscardAll:
 		// The transaction ended, or a savepoint rollback may have undone the
@@ -495,6 +518,13 @@ func (s *Session) sessionKey() checkKey {
 // opaqueRun stands for a statement whose text the proxy cannot know: it is
 // checked wherever the session may hold a token, and followed by a probe.
 func opaqueRun() *Statement { return &Statement{Kind: Write, Opaque: true} }
+
+// unknownRun stands for a portal the proxy never saw bound (a refcursor a
+// function opened), or that does not exist (then nothing runs): a query or
+// DML statement, checked wherever the session may hold a token. Like a
+// plain SELECT f(), it may set the token only through a function it calls,
+// so no probe follows it.
+func unknownRun() *Statement { return &Statement{Kind: Write} }
 
 // opaqueRunOf stands for p after code the proxy could not see ran since the
 // server confirmed it (it may have replaced p under the same name): what it

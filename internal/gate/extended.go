@@ -160,16 +160,7 @@ func (s *Session) execute(portal string) Decision {
 		return Decision{Wait: true}
 	}
 	if !found || p.unknown {
-		if s.fencingPossible() {
-			return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("portal", portal)})
-		}
-		// Whatever it runs may set a token: probe after it, and it may be
-		// a COPY … FROM STDIN: not right after it (see endUnit).
-		s.extended()
-		s.after(opaqueRun())
-		s.unit.copyIn = true
-		s.slots.push(slot{kind: slotExecute})
-		return Decision{}
+		return s.executeUnknown(portal, found)
 	}
 	s.extended() // before resolve: a text it cannot analyse marks the open unit
 	known, an := s.resolve(p)
@@ -206,6 +197,34 @@ func (s *Session) execute(portal string) Decision {
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}
+}
+
+// executeUnknown decides about the Execute of a portal the proxy does not
+// know: one it never saw bound (found false: a function's refcursor, or
+// none at all, and the server answers 34000) runs checked with the
+// session's token where the session may hold one, as unknownRun says; one
+// bound to a statement the proxy never saw prepared (whose comment may
+// have carried a token) is refused where fencing is possible, and so is
+// any unknown portal where the config guards tables. In an aborted
+// transaction nothing runs: the server answers with its own error.
+func (s *Session) executeUnknown(portal string, found bool) Decision {
+	if s.fencingPossible() && (found || len(s.cfg.Tables) > 0) && !s.settledAborted() {
+		return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("portal", portal)})
+	}
+	s.extended()
+	run := unknownRun()
+	before := s.inject(s.decide(run, run))
+	// It may be a COPY … FROM STDIN: no probe right after it (see endUnit).
+	s.unit.copyIn = true
+	s.slots.push(slot{kind: slotExecute})
+	return Decision{Before: before}
+}
+
+// settledAborted reports whether the next message runs in a transaction
+// the server said is aborted (see unitState.aborted).
+func (s *Session) settledAborted() bool {
+	s.beginUnit()
+	return s.unit.aborted
 }
 
 // resolve returns what a portal bound to p runs: a statement the gate knows

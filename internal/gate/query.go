@@ -97,6 +97,9 @@ func (s *Session) mustWait(a *Analysis) bool {
 // rewrite decides each statement of a and returns the text to send, or nil
 // when nothing needs injecting. It records the per-statement slots in sl.
 func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
+	if len(a.Statements) > 1 {
+		s.unit.idle = false // the server runs them in an implicit transaction block
+	}
 	var out []byte
 	prev := 0
 	for i := range a.Statements {
@@ -149,12 +152,12 @@ func runsKey(st *Statement) (regKey, bool) {
 // does not know it, or cannot read it), else st.
 //
 // A cursor the proxy never saw declared was opened by code it could not
-// see (a function returning a refcursor): whatever it runs is checked with
-// the session's token, as any opaque code is (DESIGN.md "Fail closed",
-// rule 3); a comment token cannot be fixed in it, since every DECLARE the
-// client sends is read. Where the config guards tables it stays unknown,
-// and is refused where fencing is possible: the text guard cannot see what
-// it writes.
+// see (a function returning a refcursor), or does not exist: what it runs
+// is checked with the session's token (DESIGN.md "Fail closed", rule 3; see
+// unknownRun); a comment token cannot be fixed in it, since every DECLARE
+// the client sends is read. Where the config guards tables it stays
+// unknown, and is refused where fencing is possible: the text guard cannot
+// see what it writes.
 func (s *Session) runs(st *Statement) *Statement {
 	k, ok := runsKey(st)
 	if !ok {
@@ -163,7 +166,7 @@ func (s *Session) runs(st *Statement) *Statement {
 	p, found, _ := s.reg.lookup(k)
 	switch {
 	case !found && k.portal && len(s.cfg.Tables) == 0:
-		return opaqueRun()
+		return unknownRun()
 	case !found || p.unknown:
 		return nil
 	case p.opaque:

@@ -63,6 +63,13 @@ type unitState struct {
 	checked bool
 	key     checkKey
 	probe   bool // the unit ran something that may set the token unseen
+	// aborted: the transaction the next statement runs in is aborted: the
+	// server runs nothing but ROLLBACK, COMMIT or ROLLBACK TO (and answers
+	// the rest with its own error), so no check is needed before it.
+	aborted bool
+	// idle: no transaction is open and nothing ran yet in this unit: a
+	// simple Query's single statement would run in autocommit.
+	idle bool
 	lexing  bool // the unit may change how the server lexes text
 	copyIn  bool // the unit may leave the server in COPY-in mode: nothing may follow it
 }
@@ -227,9 +234,12 @@ func (s *Session) beginUnit() {
 		return
 	}
 	s.unit = unitState{open: true}
-	if s.slots.unitsInFlight == 0 && s.lastReady == 'T' && s.txChecked {
+	settled := s.slots.unitsInFlight == 0
+	if settled && s.lastReady == 'T' && s.txChecked {
 		s.unit.checked, s.unit.key = true, s.txKey
 	}
+	s.unit.aborted = settled && s.lastReady == 'E'
+	s.unit.idle = settled && s.lastReady == 'I' && !s.extOpen
 }
 
 // endUnit closes the unit with sl, the slot whose ReadyForQuery ends it,

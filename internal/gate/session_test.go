@@ -196,7 +196,7 @@ func TestQueryInjection(t *testing.T) {
 			query: "SELECT set_config('lock.fencing_token', v, false) FROM t",
 			want:  "Q(CALL fence.check('', '', '', '', false, true); SELECT set_config('lock.fencing_token', v, false) FROM t)"},
 		{name: "FETCH of a cursor opened by unseen code is checked with the session's token", token: true, query: "FETCH ALL FROM c",
-			want: "Q(CALL fence.check('', '', '', '', false, true); FETCH ALL FROM c) " + probeMsgs},
+			want: "Q(CALL fence.check('', '', '', '', false, true); FETCH ALL FROM c)"},
 		{name: "startup token fences every transaction", token: true, query: "DELETE FROM t",
 			want: "Q(CALL fence.check('', '', '', '', false, true); DELETE FROM t)"},
 		{name: "SET then write in one query", query: "SET lock.fencing_token = 7; UPDATE t SET v = 2",
@@ -217,7 +217,7 @@ func TestQueryInjection(t *testing.T) {
 		{name: "DO block in a plain session is probed after", query: "DO $$BEGIN PERFORM set_config('lock.fencing_token', '5', false); END$$",
 			want: "Q(DO $$BEGIN PERFORM set_config('lock.fencing_token', '5', false); END$$) C(S ~probe) P(~probe) B(~probe) C(S ~probe) E(~probe) C(P ~probe) S"},
 		{name: "EXECUTE of an unknown statement is refused when fenced", token: true, query: "EXECUTE p",
-			want: "Q(DO $fence$BEGIN RAISE EXCEPTION USING ERRCODE = '26000', MESSAGE = 'fenceproxy: prepared statement \"p\" is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session'; END$fence$; EXECUTE p) C(S ~probe) P(~probe) B(~probe) C(S ~probe) E(~probe) C(P ~probe) S"},
+			want: "Q(DO $fence$BEGIN RAISE EXCEPTION USING ERRCODE = '26000', MESSAGE = 'fenceproxy: prepared statement \"p\" is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session'; END$fence$; EXECUTE p)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
