@@ -457,6 +457,7 @@ type smResult struct {
 	seq     smSeq
 	records [][2][][]string // per step: direct and proxy replies per message
 	sent    [][]string      // per step: what the proxy sent upstream
+	startup [2]string       // the startup's ParameterStatus, direct and proxy, when they differ
 	diff    *smDiff
 	stale   string // the stale check's failure, "" when it was refused as it must be
 	replies int
@@ -542,7 +543,7 @@ func (e *smEnv) run(t *testing.T, seq smSeq) smResult {
 	via := smDial(t, e.proxy.Addr, e.dbVia)
 	up := e.upstream.last()
 	if d, p := direct.startup, via.startup; d != p {
-		res.records = append(res.records, [2][][]string{{{d}}, {{p}}})
+		res.startup = [2]string{d, p}
 		res.diff = &smDiff{sig: "startup ParameterStatus"}
 		if seq.token {
 			res.diff.sig = "token: " + res.diff.sig
@@ -1110,11 +1111,10 @@ func (r smResult) transcript() string {
 		mode = fmt.Sprintf("token %d (mark %d)", smToken, smTokenMark)
 	}
 	fmt.Fprintf(&b, "session (%s):\n", mode)
+	if r.startup[0] != "" {
+		fmt.Fprintf(&b, "startup ParameterStatus:\n  direct: %s\n  proxy:  %s\n", r.startup[0], r.startup[1])
+	}
 	for i, rec := range r.records {
-		if i >= len(r.seq.steps) {
-			fmt.Fprintf(&b, "startup:\n  direct: %s\n  proxy:  %s\n", rec[0][0][0], rec[1][0][0])
-			break
-		}
 		fmt.Fprintf(&b, "step %d:\n", i+1)
 		for j, m := range r.seq.steps[i] {
 			mark := ""
