@@ -124,6 +124,10 @@ type Statement struct {
 	// Local is set for SET LOCAL (and RESET is never local).
 	Local bool
 
+	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
+	// transaction that declared it, once that transaction commits.
+	Hold bool
+
 	// CopyFrom is set for COPY … FROM (STDIN, a file or a program).
 	CopyFrom bool
 	// CopyIn is set for COPY … FROM STDIN: the server then reads copy data
@@ -308,6 +312,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 	case *pg_query.Node_DeclareCursorStmt:
 		st.Name = s.DeclareCursorStmt.Portalname
 		st.Registry = RegDeclare
+		st.Hold = s.DeclareCursorStmt.Options&cursorOptHold != 0
 		if w.dml > 0 {
 			return Write
 		}
@@ -315,6 +320,8 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 	case *pg_query.Node_FetchStmt:
 		// FETCH and MOVE run the portal's statement (a cursor's query, or
 		// a protocol portal's): it is judged as an Execute of the portal.
+		// Opaque stands for that statement while the session does not
+		// know it (see Session.decide).
 		st.Name = s.FetchStmt.Portalname
 		st.Opaque, st.Registry = true, RegFetch
 		return Read
@@ -502,3 +509,7 @@ const (
 	RegExecute                        // EXECUTE name: runs a prepared statement (changes nothing)
 	RegFetch                          // FETCH or MOVE name: runs a portal (changes nothing)
 )
+
+// cursorOptHold is CURSOR_OPT_HOLD of PostgreSQL's parsenodes.h: the
+// DeclareCursorStmt option bit of WITH HOLD.
+const cursorOptHold = 0x0020
