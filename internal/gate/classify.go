@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -478,14 +477,18 @@ func classifyTransaction(t *pg_query.TransactionStmt, st *Statement) Kind {
 	return Other
 }
 
-// dedupe removes repeated table references, keeping the first of each.
+// dedupe removes repeated table references, keeping the first of each, in
+// time linear in len(refs): a client may name tens of thousands of tables
+// in one TRUNCATE.
 func dedupe(refs []TableRef) []TableRef {
 	if len(refs) < 2 {
 		return refs
 	}
+	seen := make(map[TableRef]struct{}, len(refs))
 	out := refs[:0:0]
 	for _, r := range refs {
-		if !slices.Contains(out, r) {
+		if _, ok := seen[r]; !ok {
+			seen[r] = struct{}{}
 			out = append(out, r)
 		}
 	}

@@ -24,10 +24,17 @@ func TestTranscriptsUnreadableParse(t *testing.T) {
 			step{send: exec(""), up: "E()"})
 		replay(t, nil, false, steps)
 	})
-	t.Run("directive_refused", func(t *testing.T) {
-		steps := append(pipeline("/* fencing_token=5 resource=r */ select 'é'"),
-			step{send: bind("", "")},
-			step{send: exec(""), up: raiseMsgs() + " E()"})
-		replay(t, nil, false, steps)
-	})
+	for name, text := range map[string]string{
+		"directive_refused":     "/* fencing_token=5 resource=r */ select 'é'",
+		"escaped_fence_refused": `select 'é' from U&"\0066ence".hwm`,
+		"fence_word_refused":    "select 'é' from fence.hwm",
+		"reserved_name_refused": "select 'é' from \"fenceproxy\x1fcheck\"",
+	} {
+		t.Run(name, func(t *testing.T) {
+			steps := append(pipeline(text),
+				step{send: bind("", "")},
+				step{send: exec(""), up: raiseMsgs() + " E()"})
+			replay(t, nil, false, steps)
+		})
+	}
 }
