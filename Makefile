@@ -72,7 +72,10 @@ lint: vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-## fuzz: run each fuzz target for FUZZTIME (default 30s); crashers land in testdata/fuzz
+## fuzz: run each fuzz target for FUZZTIME (default 30s); crashers land in testdata/fuzz.
+## The last, FuzzSessionModel, needs PostgreSQL: random sequences of client
+## messages straight to the server and through the proxy, replies compared
+## (integration/session_model_diff_test.go); `make test` runs its fixed corpus.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := internal/pgwire:FuzzReadStartup internal/pgwire:FuzzReader internal/pgwire:FuzzSession internal/gate:FuzzAnalyze \
 	internal/gate:FuzzDirectives internal/hwm:FuzzLiteralRoundTrip
@@ -82,6 +85,8 @@ fuzz:
 		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; \
 	done
+	@echo "fuzz FuzzSessionModel (integration) for $(FUZZTIME)"
+	$(GO) test -run '^$$' -fuzz '^FuzzSessionModel$$' -fuzztime $(FUZZTIME) -timeout 0 ./integration/
 
 ## fuzz-diff: the differential fuzz target against a real PostgreSQL for FUZZTIME:
 ## random texts and settings through the proxy, compared with the server straight
