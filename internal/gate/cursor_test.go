@@ -137,3 +137,31 @@ func TestTranscriptsServerAnswersItself(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) { replay(t, nil, tt.token, tt.steps) })
 	}
 }
+
+// TestTranscriptsNestedPortals: a portal bound (Parse, Bind) to a FETCH or
+// an EXECUTE runs what that one names, and FETCH of it is judged by what
+// finally runs: a prepared statement that sets the token is seen through
+// it; a portal that fetches from itself runs nothing (the server refuses
+// it) and leaves a session without a token as it was.
+func TestTranscriptsNestedPortals(t *testing.T) {
+	const check = "CALL fence.check('', '', '', '', false, true);"
+	t.Run("set_config_through_two_levels", func(t *testing.T) {
+		replay(t, nil, false, []step{
+			{send: q("PREPARE p AS SELECT set_config('lock.fencing_token', '7', false)")}, {replies: "CZ", status: 'I', seen: "CZ"},
+			{send: q("BEGIN")}, {replies: "CZ", status: 'T', seen: "CZ"},
+			{send: parse("x", "EXECUTE p")}, {send: bind("X", "x")}, {send: syncMsg()},
+			{replies: "12Z", status: 'T', seen: "12Z"},
+			{send: q("FETCH ALL FROM \"X\"")}, {replies: "TDCZ", status: 'T', seen: "TDCZ"},
+			{send: q("UPDATE t SET v = 1"), up: "Q(" + check + " UPDATE t SET v = 1)"},
+		})
+	})
+	t.Run("portal_fetching_from_itself", func(t *testing.T) {
+		replay(t, nil, false, []step{
+			{send: q("BEGIN")}, {replies: "CZ", status: 'T', seen: "CZ"},
+			{send: parse("", "FETCH ALL c1")}, {send: bind("c1", "")}, {send: exec("c1")}, {send: syncMsg()},
+			{replies: "12E{55000}Z", status: 'E', seen: "12EZ"},
+			{send: q("ROLLBACK")}, {replies: "CZ", status: 'I', seen: "CZ"},
+			{send: q("SELEC 1")},
+		})
+	})
+}

@@ -70,6 +70,8 @@ type analysis struct {
 	// opaque: one statement of the extended protocol that cannot be read
 	// safely, and runs as opaque code (see Session.unreadableAsOpaque).
 	opaque bool
+	// doubt: refused only because fencing is possible (see cannotAnalyse).
+	doubt bool
 }
 
 // analyze decides how far a text must be looked at, and refuses what cannot
@@ -123,7 +125,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 // probe says otherwise.
 func (s *Session) cannotAnalyse(r *refusal) analysis {
 	if s.fencingPossible() {
-		return analysis{refuse: r}
+		return analysis{refuse: r, doubt: true}
 	}
 	s.setMaybe()
 	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
@@ -297,13 +299,6 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) || s.unit.aborted {
 		return action{}
 	}
-	if run.NeedsTxnBlock && run == st && s.unit.idle && !s.extOpen {
-		// Alone in a Query outside a transaction block, the server refuses
-		// it (25P01) and runs nothing; a check in front would make the
-		// Query two statements, run as one implicit block, and it would
-		// succeed where PostgreSQL says it cannot.
-		return action{}
-	}
 	if s.configTextUnsure(args, extra) {
 		return raise(codeCannotFence, msgConfigEncoding)
 	}
@@ -457,7 +452,7 @@ func first(s []string) string {
 
 // after applies what st does to the fencing state once it has run.
 func (s *Session) after(st *Statement) {
-	s.unit.idle = false
+	s.unit.ran = true
 	switch st.Kind {
 	case Commit, Rollback, RollbackTo, DiscardAll, Begin:
 		s.unit.aborted = false

@@ -49,7 +49,10 @@ func (s *Session) bind(portal, stmt string) Decision {
 		return Decision{Wait: true}
 	}
 	if !found {
-		if s.fencingPossible() {
+		if d, ok := s.awaitProbe(!s.unit.open); ok {
+			return d
+		}
+		if s.fencingPossible() && !s.settledAborted() {
 			return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("prepared statement", stmt)})
 		}
 		p = &prepared{unknown: true} // refused at Execute if fencing is possible by then
@@ -208,6 +211,11 @@ func (s *Session) execute(portal string) Decision {
 // any unknown portal where the config guards tables. In an aborted
 // transaction nothing runs: the server answers with its own error.
 func (s *Session) executeUnknown(portal string, found bool) Decision {
+	if found {
+		if d, ok := s.awaitProbe(!s.unit.open); ok {
+			return d
+		}
+	}
 	if s.fencingPossible() && (found || len(s.cfg.Tables) > 0) && !s.settledAborted() {
 		return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("portal", portal)})
 	}

@@ -30,7 +30,7 @@ func (s *Session) query(sql string) Decision {
 			// reports them only at Sync.
 			return s.refuseQuery(refusal{codeCannotFence, msgLexChanged}, nil)
 		}
-		return Decision{Wait: true} // see lexUnseen
+		return s.waitQuery() // see lexUnseen
 	}
 	var an analysis
 	if unseen && !s.fencingPossible() && lexRisky(sql) && mayMatter(sql) {
@@ -42,7 +42,13 @@ func (s *Session) query(sql string) Decision {
 		an = s.analyze(sql)
 	}
 	if an.wait || an.a != nil && s.mustWait(an.a) {
-		return Decision{Wait: true}
+		return s.waitQuery()
+	}
+	if an.doubt || an.a != nil && s.refersToUnknown(an.a) {
+		if d, ok := s.awaitProbe(!s.extOpen); ok {
+			s.waitQuery()
+			return d
+		}
 	}
 	// A Query drops the unnamed statement and portal (postgres.c
 	// exec_simple_query).
@@ -75,11 +81,37 @@ func (s *Session) query(sql string) Decision {
 	return Decision{Replace: &pgproto3.Query{String: string(out)}, After: after}
 }
 
+// waitQuery holds a Query back until every reply to what was sent has
+// arrived. A unit the Query itself began is begun again when it is asked
+// again, from the server's answers.
+func (s *Session) waitQuery() Decision {
+	if !s.extOpen {
+		s.unit = unitState{}
+	}
+	return Decision{Wait: true}
+}
+
+// refersToUnknown reports whether a statement of a runs a prepared
+// statement or portal the proxy does not know.
+func (s *Session) refersToUnknown(a *Analysis) bool {
+	for i := range a.Statements {
+		if k, ok := runsKey(&a.Statements[i]); ok {
+			if p, found, _ := s.reg.lookup(k); !found || p.unknown {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // mustWait reports whether a statement of a refers to a prepared statement
 // whose state depends on replies not yet received.
 func (s *Session) mustWait(a *Analysis) bool {
 	for i := range a.Statements {
 		st := &a.Statements[i]
+		if len(a.Statements) == 1 && st.NeedsTxnBlock && s.slots.unitsInFlight > 0 && s.fencingPossible() {
+			return true // whether a transaction block is open decides (see decideOne)
+		}
 		if k, ok := runsKey(st); ok {
 			if _, _, wait := s.reg.lookup(k); wait {
 				return true
@@ -98,13 +130,22 @@ func (s *Session) mustWait(a *Analysis) bool {
 // when nothing needs injecting. It records the per-statement slots in sl.
 func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 	if len(a.Statements) > 1 {
-		s.unit.idle = false // the server runs them in an implicit transaction block
+		s.unit.ran = true // the server runs them in an implicit transaction block
 	}
 	var out []byte
 	prev := 0
 	for i := range a.Statements {
 		st := &a.Statements[i]
+		lone := st.NeedsTxnBlock && !s.unit.ran && s.slots.unitsInFlight == 0 && s.lastReady == 'I'
 		act := s.decide(st, s.runs(st))
+		if lone && act.kind == actCheck {
+			// Alone in a Query outside a transaction block, the server
+			// refuses it (25P01) and runs nothing; with a check in front the
+			// Query would be two statements, run as one implicit block, and
+			// it would succeed where PostgreSQL says it cannot.
+			act = action{}
+			s.unit.checked = false
+		}
 		ops := s.statementOps(st)
 		if act.kind == actNone {
 			sl.injected = append(sl.injected, injNone)
@@ -159,6 +200,48 @@ func runsKey(st *Statement) (regKey, bool) {
 // unknown, and is refused where fencing is possible: the text guard cannot
 // see what it writes.
 func (s *Session) runs(st *Statement) *Statement {
+	run := s.runsOnce(st)
+	if run == st && runsOther(st) {
+		return unknownRun() // a portal bound to a FETCH from itself (the same analysis)
+	}
+	for depth := 0; run != nil && run != st && runsOther(run); depth++ {
+		// A portal bound to a FETCH or an EXECUTE (by Parse and Bind, then
+		// run by FETCH): what runs is what that one runs.
+		k, _ := runsKey(st)
+		if k2, _ := runsKey(run); k2 == k && k.portal {
+			return unknownRun() // the portal fetches from itself: the server refuses it, nothing runs
+		}
+		if depth == maxRunsDepth {
+			return opaqueRun()
+		}
+		next := s.runsOnce(run)
+		if next == nil || next == run {
+			return next
+		}
+		d, conflict := runDirectives(run.Directives, next.Directives)
+		if conflict != nil {
+			return nil // refused as unknown where fencing is possible
+		}
+		if d != next.Directives {
+			c := *next
+			c.Directives = d
+			next = &c
+		}
+		st, run = run, next
+	}
+	return run
+}
+
+// maxRunsDepth bounds how many FETCH or EXECUTE statements runs follows
+// through portals bound to them; past it, what runs is opaque.
+const maxRunsDepth = 4
+
+// runsOther reports whether st runs another statement or portal: FETCH,
+// MOVE, EXECUTE.
+func runsOther(st *Statement) bool { return st.Registry == RegFetch || st.Registry == RegExecute }
+
+// runsOnce is runs for one level: the statement or portal st names.
+func (s *Session) runsOnce(st *Statement) *Statement {
 	k, ok := runsKey(st)
 	if !ok {
 		return st

@@ -240,6 +240,7 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 		s.pre = preProceed
 		return Verdict{Act: Hide} // the client's own Query follows and gets its own
 	case u.probe:
+		s.probesOut--
 		switch {
 		case status != 'I':
 			// Inside a transaction block the answer may not last: a SET

@@ -67,9 +67,9 @@ type unitState struct {
 	// server runs nothing but ROLLBACK, COMMIT or ROLLBACK TO (and answers
 	// the rest with its own error), so no check is needed before it.
 	aborted bool
-	// idle: no transaction is open and nothing ran yet in this unit: a
-	// simple Query's single statement would run in autocommit.
-	idle bool
+	// ran: a statement of this unit was sent to run (it may have opened
+	// a transaction block).
+	ran bool
 	lexing  bool // the unit may change how the server lexes text
 	copyIn  bool // the unit may leave the server in COPY-in mode: nothing may follow it
 }
@@ -102,6 +102,7 @@ type Session struct {
 	probeDue   bool // a probe waits for the next boundary both sides agree on
 	skipping   bool // the server is skipping every message up to the client's Sync, after an error
 	probeIdle  bool // a probe answered inside a transaction block: probe again once it ends
+	probesOut  int  // probes sent and not yet answered
 	lastReady  byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
 	txChecked  bool // confirmed: the open transaction block has passed a check
 	txKey      checkKey
@@ -172,6 +173,9 @@ func (s *Session) Client(m Msg) Decision {
 	}
 	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
 	d := s.client(m)
+	if m.Type == 'E' && !d.Wait {
+		s.unit.ran = true // whatever it runs, analysed or not
+	}
 	if d.Wait && s.extOpen {
 		// The server answers the open sequence's messages only at a Sync
 		// or a Flush: ask for them, or the wait would never end.
@@ -208,6 +212,27 @@ func (s *Session) client(m Msg) Decision {
 // may hold a token, or the proxy guards tables.
 func (s *Session) fencingPossible() bool { return s.tokenMaybe || len(s.cfg.Tables) > 0 }
 
+// awaitProbe returns, for a refusal that fencing being possible would
+// cause, a wait for a probe's answer instead, when one may settle it: the
+// session may hold a token only until the probe sent after its last change
+// answers (see tokenMaybe), and a session without one refuses nothing of
+// the kind. A probe that is due but waits for a boundary goes first, when
+// this message starts a unit (fresh: a boundary both sides agree on); a
+// unit in flight that may start COPY-in mode is waited for first.
+func (s *Session) awaitProbe(fresh bool) (Decision, bool) {
+	if !s.tokenMaybe || len(s.cfg.Tables) > 0 || !fresh || s.copyActive {
+		return Decision{}, false
+	}
+	switch {
+	case s.probesOut > 0, s.probeDue && s.copyPending:
+		return Decision{Wait: true}, true
+	case s.probeDue:
+		s.probeDue = false
+		return Decision{Wait: true, Before: s.probe()}, true
+	}
+	return Decision{}, false
+}
+
 // setMaybe records that the session may now hold a token.
 func (s *Session) setMaybe() {
 	s.tokenMaybe = true
@@ -239,7 +264,6 @@ func (s *Session) beginUnit() {
 		s.unit.checked, s.unit.key = true, s.txKey
 	}
 	s.unit.aborted = settled && s.lastReady == 'E'
-	s.unit.idle = settled && s.lastReady == 'I' && !s.extOpen
 }
 
 // endUnit closes the unit with sl, the slot whose ReadyForQuery ends it,
@@ -306,6 +330,7 @@ func mayCopyIn(text string, a *Analysis) bool {
 // leaves nothing behind (see injected).
 func (s *Session) probe() []pgproto3.FrontendMessage {
 	s.setMaybe()
+	s.probesOut++
 	msgs := s.injected(slot{inj: true, probe: true}, probeName, hwm.ProbeStatement, nil, true)
 	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen})
 	return append(msgs, &pgproto3.Sync{})
