@@ -16,11 +16,17 @@ import (
 const hwmUsage = `Usage: fenceproxy hwm --dsn DSN list
        fenceproxy hwm --dsn DSN get RESOURCE
        fenceproxy hwm --dsn DSN set RESOURCE TOKEN
+       fenceproxy hwm --dsn DSN ceiling [TOKEN|none]
 
 Reads the fencing high-water marks, or sets one. "set" is a deliberate repair
 that may lower a mark (for example after etcd was restored without
---bump-revision and mints tokens below the marks); it needs the fence store
-owner's role.
+--bump-revision and mints tokens below the marks, or after a token far above
+them was accepted); it needs the fence store owner's role.
+
+"ceiling" shows the token ceiling, or sets it (owner's role): every token
+above it is refused (22023), so that a token far above what the lock service
+mints cannot lock a resource out. Set it well above the lock service's tokens
+(for etcd, its current revision with room to grow); "none" removes it.
 
 Flags:
 `
@@ -39,7 +45,10 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprint(stderr, hwmUsage)
 		return errUsageShown
 	}
-	want := map[string]int{"list": 1, "get": 2, "set": 3}[rest[0]]
+	want := map[string]int{"list": 1, "get": 2, "set": 3, "ceiling": 2}[rest[0]]
+	if rest[0] == "ceiling" && len(rest) == 1 {
+		want = 1
+	}
 	if want == 0 || len(rest) != want {
 		fmt.Fprintf(stderr, "fenceproxy hwm: bad arguments %q\n\n%s", rest, hwmUsage)
 		return errUsageShown
@@ -62,6 +71,8 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 			fmt.Fprintf(tw, "%s\t%d\t%s\n", m.Resource, m.Token, m.UpdatedAt.UTC().Format(time.RFC3339))
 		}
 		return tw.Flush()
+	case "ceiling":
+		return runCeiling(ctx, q, rest[1:], stdout)
 	case "get":
 		m, err := hwm.Get(ctx, q, rest[1])
 		if err != nil {
@@ -81,4 +92,37 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stdout, "resource %q: high-water mark %d (was %d)\n", rest[1], token, prev)
 		return nil
 	}
+}
+
+// runCeiling shows the token ceiling (no argument) or sets it: a positive
+// token, or "none".
+func runCeiling(ctx context.Context, q pgxhwm.Querier, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		max, err := hwm.Ceiling(ctx, q)
+		if err != nil {
+			return err
+		}
+		if max == 0 {
+			fmt.Fprintln(stdout, "none")
+		} else {
+			fmt.Fprintln(stdout, max)
+		}
+		return nil
+	}
+	var max int64
+	if args[0] != "none" {
+		var err error
+		if max, err = strconv.ParseInt(args[0], 10, 64); err != nil || max <= 0 {
+			return fmt.Errorf("invalid ceiling %q: must be a positive 64-bit integer or none", args[0])
+		}
+	}
+	if err := hwm.SetCeiling(ctx, q, max); err != nil {
+		return err
+	}
+	if max == 0 {
+		fmt.Fprintln(stdout, "token ceiling removed")
+	} else {
+		fmt.Fprintf(stdout, "token ceiling %d: higher tokens are refused\n", max)
+	}
+	return nil
 }

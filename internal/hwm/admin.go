@@ -71,3 +71,35 @@ func Set(ctx context.Context, q Querier, resource string, token int64) (previous
 	}
 	return previous, nil
 }
+
+// Ceiling returns the token ceiling of fence.token_ceiling, or 0 when
+// none is set: fence.check refuses (22023) any token above it, so that a
+// token far above what the lock service mints (a typo, or a client that
+// sets one on purpose) cannot lock a resource out. It needs SELECT on
+// fence.token_ceiling, which every role has.
+func Ceiling(ctx context.Context, q Querier) (int64, error) {
+	var v int64
+	if err := q.QueryRow(ctx, "SELECT COALESCE((SELECT c.max_token FROM fence.token_ceiling AS c), 0)").Scan(&v); err != nil {
+		return 0, wrapErr("ceiling", err)
+	}
+	return v, nil
+}
+
+// SetCeiling sets the token ceiling to max, or removes it when max is 0.
+// Only the store's owner and superusers may write fence.token_ceiling.
+func SetCeiling(ctx context.Context, q Querier, max int64) error {
+	var err error
+	switch {
+	case max < 0:
+		return &opError{op: "ceiling", err: errors.New("need a positive token, or 0 for none")}
+	case max == 0:
+		err = q.Exec(ctx, "DELETE FROM fence.token_ceiling")
+	default:
+		err = q.Exec(ctx, `INSERT INTO fence.token_ceiling (max_token) VALUES ($1)
+			ON CONFLICT (one) DO UPDATE SET max_token = EXCLUDED.max_token`, max)
+	}
+	if err != nil {
+		return wrapErr("ceiling", err)
+	}
+	return nil
+}

@@ -118,9 +118,13 @@ func callLiteral(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
 	return err
 }
 
-// dropVersion5 takes migration 5's objects out, with its schema_version
-// row.
-const dropVersion5 = `; DROP FUNCTION fence.ddl_named(text, text), fence.ddl_start();
+// dropVersion6 takes migration 6's table out, with its schema_version row
+// (fence.check keeps its version 6 body: the upgrade replaces it).
+const dropVersion6 = `; DROP TABLE fence.token_ceiling; DELETE FROM fence.schema_version WHERE version = 6`
+
+// dropVersion5 takes the objects of migration 5 and later out, with their
+// schema_version rows.
+const dropVersion5 = dropVersion6 + `; DROP FUNCTION fence.ddl_named(text, text), fence.ddl_start();
 	DELETE FROM fence.schema_version WHERE version = 5`
 
 // dropVersion3 takes the objects of migration 3 and later out, with their

@@ -59,7 +59,7 @@ func Status(ctx context.Context, q Querier) (State, error) {
 		add("procedure %s is missing", checkSignature)
 	case !st.procSafe:
 		add("procedure fence.check is not SECURITY DEFINER with search_path = pg_catalog, pg_temp")
-	case st.version == LatestVersion && st.procBody != checkBodyV1:
+	case st.version == LatestVersion && st.procBody != checkBody:
 		add("procedure fence.check differs from version %d's: run fenceproxy migrate on a fresh schema or restore it", st.version)
 	}
 	if st.version >= 2 && !st.guarded {
