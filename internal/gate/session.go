@@ -69,9 +69,9 @@ type unitState struct {
 	aborted bool
 	// ran: a statement of this unit was sent to run (it may have opened
 	// a transaction block).
-	ran bool
-	lexing  bool // the unit may change how the server lexes text
-	copyIn  bool // the unit may leave the server in COPY-in mode: nothing may follow it
+	ran    bool
+	lexing bool // the unit may change how the server lexes text
+	copyIn bool // the unit may leave the server in COPY-in mode: nothing may follow it
 }
 
 // Session is the fencing state machine of one client connection. It sees
