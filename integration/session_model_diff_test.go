@@ -1269,6 +1269,10 @@ var smRegressions = []struct {
 	{"token-declare-outside-block", smSeq{token: true, steps: []smStep{{smQ("SET lock.fencing_token = 200")}, {smQ("DECLARE c1 CURSOR FOR SELECT v FROM t FOR UPDATE")}}}},
 	{"token-lock-outside-block", smSeq{token: true, steps: []smStep{{smQ("SET lock.fencing_token = 200")}, {smQ("LOCK TABLE t IN SHARE MODE")}}}},
 	{"token-execute-discard-all", smSeq{token: true, steps: []smStep{{smQ("SET lock.fencing_token = 200")}, {smParse("s1", "DISCARD ALL"), smSync}, {smQ("MOVE BACKWARD IN c2")}, {smQ("EXECUTE s1")}}}},
+	// A probe in flight when a unit begins (it fails in the aborted
+	// transaction): the unit's Bind of a statement that does not exist
+	// waits for it, and then gets the server's own answer.
+	{"probe-in-flight-in-aborted-transaction", smSeq{steps: []smStep{{smQ("BEGIN ISOLATION LEVEL REPEATABLE READ")}, {smQ("DISCARD ALL")}, {smClose('P', "c2"), smBind("", "", "3"), smSync}}}},
 	// Left as a documented difference (docs/transparency.md), not a case
 	// here: with a token, the check in front of a Query replaces the
 	// client's unnamed portal even when the client's statement then fails

@@ -229,9 +229,13 @@ func (s *Session) executeUnknown(portal string, found bool) Decision {
 }
 
 // settledAborted reports whether the next message runs in a transaction
-// the server said is aborted (see unitState.aborted).
+// the server said is aborted (see unitState.aborted): also in a unit begun
+// before the last answers came, when nothing of it has run since.
 func (s *Session) settledAborted() bool {
 	s.beginUnit()
+	if s.slots.unitsInFlight == 0 && !s.unit.ran && s.lastReady == 'E' {
+		s.unit.aborted = true
+	}
 	return s.unit.aborted
 }
 

@@ -220,11 +220,14 @@ func (s *Session) fencingPossible() bool { return s.tokenMaybe || len(s.cfg.Tabl
 // this message starts a unit (fresh: a boundary both sides agree on); a
 // unit in flight that may start COPY-in mode is waited for first.
 func (s *Session) awaitProbe(fresh bool) (Decision, bool) {
-	if !s.tokenMaybe || len(s.cfg.Tables) > 0 || !fresh || s.copyActive {
+	if !s.tokenMaybe || len(s.cfg.Tables) > 0 || s.copyActive {
 		return Decision{}, false
 	}
 	switch {
-	case s.probesOut > 0, s.probeDue && s.copyPending:
+	case s.probesOut > 0:
+		return Decision{Wait: true}, true
+	case !fresh:
+	case s.probeDue && s.copyPending:
 		return Decision{Wait: true}, true
 	case s.probeDue:
 		s.probeDue = false
