@@ -41,6 +41,23 @@ func TestMigrateAndHWMCommands(t *testing.T) {
 	if out, err = fp("hwm", "--dsn", dsn, "set", "orders/42", "abc"); err == nil || !strings.Contains(out, "positive 64-bit integer") {
 		t.Fatalf("hwm set with a bad token: %v\n%s", err, out)
 	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ceiling"}, "none"},
+		{[]string{"ceiling", "1000000"}, "token ceiling 1000000"},
+		{[]string{"ceiling"}, "1000000"},
+		{[]string{"ceiling", "none"}, "token ceiling removed"},
+		{[]string{"ceiling"}, "none"},
+	} {
+		if out, err = fp(append([]string{"hwm", "--dsn", dsn}, c.args...)...); err != nil || !strings.Contains(out, c.want) {
+			t.Fatalf("hwm %v: %v\n%s", c.args, err, out)
+		}
+	}
+	if out, err = fp("hwm", "--dsn", dsn, "ceiling", "-5"); err == nil || !strings.Contains(out, "positive 64-bit integer or none") {
+		t.Fatalf("hwm ceiling -5: %v\n%s", err, out)
+	}
 	if out, err = fp("migrate"); err == nil || !strings.Contains(out, "--dsn is required") {
 		t.Fatalf("migrate without --dsn: %v\n%s", err, out)
 	}
