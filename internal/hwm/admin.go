@@ -11,7 +11,7 @@ import (
 type Mark struct {
 	Resource  string    `json:"resource"`
 	Token     int64     `json:"token"`      // highest token accepted
-	UpdatedAt time.Time `json:"updated_at"` // when it was last advanced or set
+	UpdatedAt time.Time `json:"updated_at"` // when it last passed an advancing check (version 6; before: advanced), or was set
 }
 
 // markQuery returns the selected marks as one JSON array, so that q needs

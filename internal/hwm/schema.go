@@ -342,16 +342,15 @@ BEGIN
 		-- for an equal token: a later holder under REPEATABLE READ or
 		-- SERIALIZABLE whose snapshot was taken before this transaction
 		-- committed then fails to lock the row (40001) instead of reading
-		-- data older than this holder's writes. A higher token also moves
-		-- updated_at. A missing row is inserted; if another session inserts
-		-- it first, lock theirs instead.
+		-- data older than this holder's writes. updated_at becomes now():
+		-- the guard's fence.passed knows a version this transaction wrote by
+		-- it. A missing row is inserted; if another session inserts it
+		-- first, lock theirs instead.
 		FOR attempt IN 1..3 LOOP
 			SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource FOR NO KEY UPDATE;
 			IF FOUND THEN
 				IF v_mark <= v_token THEN
-					UPDATE fence.hwm AS h SET token = v_token,
-						updated_at = CASE WHEN v_mark < v_token THEN pg_catalog.now() ELSE h.updated_at END
-						WHERE h.resource = v_resource;
+					UPDATE fence.hwm AS h SET token = v_token, updated_at = pg_catalog.now() WHERE h.resource = v_resource;
 				END IF;
 				EXIT;
 			END IF;
