@@ -38,7 +38,7 @@ var migrations = []migration{
 		LANGUAGE plpgsql
 		SECURITY DEFINER
 		SET search_path = pg_catalog, pg_temp
-		AS $check$` + checkBodyV1 + `$check$`,
+		AS $check$` + checkBody + `$check$`,
 		revokeStrangers,
 		`REVOKE ALL ON TABLE fence.schema_version, fence.hwm FROM PUBLIC`,
 		`GRANT SELECT ON TABLE fence.schema_version, fence.hwm TO PUBLIC`,
@@ -201,99 +201,25 @@ END
 // checkSignature names the procedure with its argument types.
 const checkSignature = "fence.check(text, text, text, text, boolean, boolean)"
 
-// checkBodyV1 is fence.check's body as migration 1 installs it (migration 6
-// replaces it with checkBody). Everything is schema-qualified; the
-// operators (=, <, ~ …) resolve through the pinned search_path, where
-// pg_catalog comes first and pg_temp, last, is never searched for operators.
+// checkBody is fence.check's body. Migration 1 installs it on a fresh
+// store (which is used only once migrated to the end, so the table of
+// migration 6 it reads is there by then); migration 6 puts it in place of
+// the body earlier versions installed, which locked an equal token's mark
+// without writing it and had no ceiling. Everything is schema-qualified;
+// the operators (=, <, ~ …) resolve through the pinned search_path, where
+// pg_catalog comes first and pg_temp, last, is never searched for
+// operators.
 //
 // Advance: SELECT … FOR NO KEY UPDATE takes the row lock on the newest
 // version of the row, waiting for a concurrent holder to finish, and reads
 // what that holder committed (READ COMMITTED; under REPEATABLE READ and
-// SERIALIZABLE the wait ends in a serialization failure instead, when the
-// holder waited for wrote a new version of the row). A higher token
-// updates the row; in version 1 an equal one only kept the lock, so a
-// holder under REPEATABLE READ could pass its check with a snapshot older
-// than the previous holder's commit: checkBody writes a new version for
-// every advancing check. The lock is held to commit, which serializes
-// holders of one resource.
+// SERIALIZABLE the wait ends in a serialization failure instead, since the
+// holder waited for wrote a new version of the row). Every advancing check
+// writes a new version (docs/isolation.md). The lock is held to commit,
+// which serializes holders of one resource.
 //
 // Check only (read-only transaction, or p_advance false): a plain SELECT; FOR
 // SHARE is not allowed in read-only transactions.
-const checkBodyV1 = `
-DECLARE
-	v_text     text := COALESCE(NULLIF(p_token, ''), NULLIF(pg_catalog.current_setting('lock.fencing_token', true), ''));
-	v_resource text := COALESCE(NULLIF(p_resource, ''), NULLIF(pg_catalog.current_setting('lock.resource', true), ''),
-	                            NULLIF(p_table_resource, ''), NULLIF(p_default_resource, ''));
-	v_token    bigint;
-	v_mark     bigint;
-BEGIN
-	IF v_text IS NULL THEN
-		IF p_require_token THEN
-			RAISE EXCEPTION USING ERRCODE = '55Z02',
-				MESSAGE = pg_catalog.format('fencing token required: resource "%s" is protected and this transaction carries no fencing token',
-					COALESCE(NULLIF(p_table_resource, ''), v_resource)),
-				HINT = 'Set lock.fencing_token, or add fencing_token= to the statement''s comment.';
-		END IF;
-		RETURN;
-	END IF;
-
-	-- Decimal digits only (no sign, no blanks), 1 .. 2^63-1. Nested IFs: SQL
-	-- does not promise to short-circuit OR, and the casts fail on junk.
-	IF v_text ~ '^[0-9]+$' AND pg_catalog.length(pg_catalog.ltrim(v_text, '0')) BETWEEN 1 AND 19 THEN
-		IF v_text::pg_catalog.numeric <= 9223372036854775807 THEN
-			v_token := v_text::pg_catalog.int8;
-		END IF;
-	END IF;
-	IF v_token IS NULL THEN
-		RAISE EXCEPTION USING ERRCODE = '22023',
-			MESSAGE = pg_catalog.format('invalid fencing token "%s": must be a positive 64-bit integer', v_text);
-	END IF;
-
-	IF v_resource IS NULL THEN
-		RAISE EXCEPTION USING ERRCODE = '22023',
-			MESSAGE = pg_catalog.format('fencing token %s has no resource: set lock.resource, add resource= to the comment, map the table in the config, or set default_resource', v_token);
-	END IF;
-
-	IF p_advance AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
-		-- Lock the mark's row to commit. An equal token (the same holder's
-		-- next transaction, the common case) writes no new row version; only
-		-- a higher token updates. A missing row is inserted; if another
-		-- session inserts it first, lock theirs instead.
-		FOR attempt IN 1..3 LOOP
-			SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource FOR NO KEY UPDATE;
-			IF FOUND THEN
-				IF v_mark < v_token THEN
-					UPDATE fence.hwm AS h SET token = v_token, updated_at = pg_catalog.now() WHERE h.resource = v_resource;
-				END IF;
-				EXIT;
-			END IF;
-			INSERT INTO fence.hwm AS h (resource, token, updated_at)
-				VALUES (v_resource, v_token, pg_catalog.now())
-				ON CONFLICT (resource) DO NOTHING;
-			IF FOUND THEN
-				RETURN;
-			END IF;
-		END LOOP;
-		IF v_mark IS NULL THEN
-			RAISE EXCEPTION USING ERRCODE = '40001',
-				MESSAGE = pg_catalog.format('could not lock the high-water mark of resource "%s"; retry the transaction', v_resource);
-		END IF;
-	ELSE
-		SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource;
-	END IF;
-
-	IF v_mark > v_token THEN
-		RAISE EXCEPTION USING ERRCODE = '55Z01',
-			MESSAGE = pg_catalog.format('stale fencing token %s for resource "%s": high-water mark is %s', v_token, v_resource, v_mark),
-			HINT = 'A holder with a higher token has used this resource since; this holder has lost its lock and must stop.';
-	END IF;
-END
-`
-
-// checkBody is fence.check's body as the latest migration installs it
-// (version 6): checkBodyV1, with a new row version of the mark for every
-// advancing check (isolation: see docs/isolation.md) and the token ceiling
-// of fence.token_ceiling.
 const checkBody = `
 DECLARE
 	v_text     text := COALESCE(NULLIF(p_token, ''), NULLIF(pg_catalog.current_setting('lock.fencing_token', true), ''));

@@ -7,37 +7,44 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// resetAfterProbe is an upstream that answers the startup probe as
-// fakeUpstream does, reads the client's first message after it, then
-// resets the connection (SetLinger(0) and Close: an RST, not a FIN).
-func resetAfterProbe(conn net.Conn) {
-	be := pgproto3.NewBackend(conn, conn)
-	for {
-		msg, err := be.Receive()
-		if err != nil {
-			return
-		}
-		switch msg.(type) {
-		case *pgproto3.Parse:
-			be.Send(&pgproto3.ParseComplete{})
-		case *pgproto3.Bind:
-			be.Send(&pgproto3.BindComplete{})
-		case *pgproto3.Close:
-			be.Send(&pgproto3.CloseComplete{})
-		case *pgproto3.Execute:
-			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
-		case *pgproto3.Sync:
-			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-			be.Flush()
-			be.Receive() // the client's first message
-			if tc, ok := conn.(*net.TCPConn); ok {
-				tc.SetLinger(0)
+// afterProbe is an upstream that answers the startup probe as fakeUpstream
+// does, reads the client's first message after it, then ends as end says.
+func afterProbe(end func(net.Conn, *pgproto3.Backend)) func(net.Conn) {
+	return func(conn net.Conn) {
+		be := pgproto3.NewBackend(conn, conn)
+		for {
+			msg, err := be.Receive()
+			if err != nil {
+				return
 			}
-			conn.Close()
-			return
+			switch msg.(type) {
+			case *pgproto3.Parse:
+				be.Send(&pgproto3.ParseComplete{})
+			case *pgproto3.Bind:
+				be.Send(&pgproto3.BindComplete{})
+			case *pgproto3.Close:
+				be.Send(&pgproto3.CloseComplete{})
+			case *pgproto3.Execute:
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+			case *pgproto3.Sync:
+				be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+				be.Flush()
+				be.Receive() // the client's first message
+				end(conn, be)
+				return
+			}
 		}
 	}
 }
+
+// resetAfterProbe resets the connection after the client's first message
+// (SetLinger(0) and Close: an RST, not a FIN).
+var resetAfterProbe = afterProbe(func(conn net.Conn, _ *pgproto3.Backend) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+})
 
 // TestRelayUpstreamResetWhileClientWrites: when the upstream connection
 // resets while the client is still sending, the client gets an
@@ -87,36 +94,14 @@ func TestRelayUpstreamBrokenReply(t *testing.T) {
 	}
 }
 
-// fatalAfterProbe is an upstream that answers the startup probe, reads the
-// client's first message, then sends a FATAL ErrorResponse (57P05, as for
-// idle_session_timeout) and closes, both in one write.
-func fatalAfterProbe(conn net.Conn) {
-	be := pgproto3.NewBackend(conn, conn)
-	for {
-		msg, err := be.Receive()
-		if err != nil {
-			return
-		}
-		switch msg.(type) {
-		case *pgproto3.Parse:
-			be.Send(&pgproto3.ParseComplete{})
-		case *pgproto3.Bind:
-			be.Send(&pgproto3.BindComplete{})
-		case *pgproto3.Close:
-			be.Send(&pgproto3.CloseComplete{})
-		case *pgproto3.Execute:
-			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
-		case *pgproto3.Sync:
-			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-			be.Flush()
-			be.Receive() // the client's first message
-			be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "57P05", Message: "terminating connection due to idle-session timeout"})
-			be.Flush()
-			conn.Close()
-			return
-		}
-	}
-}
+// fatalAfterProbe sends a FATAL ErrorResponse (57P05, as for
+// idle_session_timeout) after the client's first message and closes, both
+// in one write.
+var fatalAfterProbe = afterProbe(func(conn net.Conn, be *pgproto3.Backend) {
+	be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "57P05", Message: "terminating connection due to idle-session timeout"})
+	be.Flush()
+	conn.Close()
+})
 
 // TestRelayDeliversServerFatalBeforeClose: the server's last words, a
 // FATAL error read together with the end of its connection, reach the
