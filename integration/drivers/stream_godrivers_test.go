@@ -124,6 +124,15 @@ func pgxRows(r pgx.Rows, err error, rows *[]string) (int, error) {
 		return 0, err
 	}
 	defer r.Close()
+	return collectRows(r, rows)
+}
+
+// collectRows appends each (id, v) row of r to rows as "id v".
+func collectRows(r interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}, rows *[]string) (int, error) {
 	n := 0
 	var id int64
 	var v string
@@ -169,17 +178,7 @@ func sqlRows(r *sql.Rows, err error, rows *[]string) (int, error) {
 		return 0, err
 	}
 	defer r.Close()
-	n := 0
-	var id int64
-	var v string
-	for r.Next() {
-		if err := r.Scan(&id, &v); err != nil {
-			return n, err
-		}
-		*rows = append(*rows, fmt.Sprintf("%d %s", id, v))
-		n++
-	}
-	return n, r.Err()
+	return collectRows(r, rows)
 }
 
 func streamPgx(t *testing.T, tg target) []streamResult {
