@@ -19,7 +19,7 @@ import (
 
 // These tests try, as a hostile or merely unusual client would, to get a
 // stale or unfenced write past the proxy where its reading of the text or
-// of the session could differ from the server's (DESIGN.md "Fail closed").
+// of the session could differ from the server's (docs/design.md "Fail closed").
 // Each sets the mark of acct/1 to 100 first; a write with token 41 must be
 // refused, and the balance must stay 0.
 
@@ -349,7 +349,7 @@ func TestDynamicSQLCannotLowerAMark(t *testing.T) {
 
 // TestPlainPgbenchCountsNoChecks: pgbench, which never carries a token, gets
 // nothing added in any protocol mode, read-only or writing: the proxy's
-// fenceproxy_fence_checks_total stays 0 (DESIGN.md: unfenced traffic passes
+// fenceproxy_fence_checks_total stays 0 (docs/design.md: unfenced traffic passes
 // through with nothing added). One fenced statement then counts, so the
 // counter is shown able to move.
 func TestPlainPgbenchCountsNoChecks(t *testing.T) {

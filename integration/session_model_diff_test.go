@@ -52,7 +52,7 @@ import (
 //   - No token in the session: the replies must be equal.
 //   - With a token (SET lock.fencing_token = 200, above the mark 100 of the
 //     proxy's default_resource): equal, except that the proxy may refuse
-//     with an error of its own ("fenceproxy: …", DESIGN.md "Fail closed");
+//     with an error of its own ("fenceproxy: …", docs/design.md "Fail closed");
 //     the comparison of the sequence stops there, and the refusal is
 //     counted. Not a refusal but a difference: "… is not known to the
 //     proxy" for a statement, portal or cursor the server has (every one

@@ -7,7 +7,7 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 )
 
-// Limits on the text the proxy analyses (DESIGN.md "Fail closed", rule 7).
+// Limits on the text the proxy analyses (docs/design.md "Fail closed", rule 7).
 //
 // pg_query's C code turns the parse tree into a protobuf message by
 // recursion, with no stack-depth check: "SELECT 1+1+…+1" with 25,000 terms

@@ -76,7 +76,7 @@ type analysis struct {
 
 // analyze decides how far a text must be looked at, and refuses what cannot
 // be analysed exactly as the server will read it, where fencing is
-// possible (DESIGN.md "Fail closed", rule 1). In a session that may hold no
+// possible (docs/design.md "Fail closed", rule 1). In a session that may hold no
 // token and guards no table, a text that cannot be read safely is
 // forwarded, and a probe after it asks the server whether it set a token.
 func (s *Session) analyze(sql string) analysis {

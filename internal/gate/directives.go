@@ -19,7 +19,7 @@ const (
 )
 
 // Directives are the fencing token and resource named in a statement's
-// comments, the strongest source of both (DESIGN.md, "Where the token and the
+// comments, the strongest source of both (docs/design.md, "Where the token and the
 // resource come from"). The zero value means that the comments name neither.
 type Directives struct {
 	Token    int64  // 0 when absent

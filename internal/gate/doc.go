@@ -5,7 +5,7 @@
 //
 // # What it owns, and what it must not do
 //
-// Gate owns the policy half of the proxy (DESIGN.md, "Semantics"): where a
+// Gate owns the policy half of the proxy (docs/design.md, "Semantics"): where a
 // fencing token and a resource come from (statement comments, the settings
 // lock.fencing_token and lock.resource, the config's table map,
 // default_resource), which statements are reads, writes, settings,
@@ -27,7 +27,7 @@
 // statement's error, cleaned of internal context) or fail (a reply that fits
 // nothing: the session ends). Gate asks internal/hwm for the SQL of
 // check-and-advance and of the token probe; nothing calls back up. The
-// fail-closed rules of DESIGN.md live in analyze (decide.go), the
+// fail-closed rules of docs/design.md live in analyze (decide.go), the
 // registry (registry.go), the reply matching (replies.go) and the lexing
 // guard (lexing.go).
 //

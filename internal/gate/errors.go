@@ -8,7 +8,7 @@ import (
 	"github.com/pganalyze/pg_query_go/v6/parser"
 )
 
-// SQLSTATE codes of the errors this package returns (DESIGN.md, "What the
+// SQLSTATE codes of the errors this package returns (docs/design.md, "What the
 // client sees").
 const (
 	// SQLStateInvalidParameterValue (22023, invalid_parameter_value) is sent

@@ -5,7 +5,7 @@ import "strings"
 // settings are the server's session settings that change how PostgreSQL
 // reads query text, as the server last reported them in ParameterStatus
 // messages (never as the client asked for them: a SET may fail, a function
-// may change them). DESIGN.md "Fail closed", rule 1.
+// may change them). docs/design.md "Fail closed", rule 1.
 type settings struct {
 	scsOff   bool   // standard_conforming_strings is not "on": '\' escapes in '…'
 	encoding string // client_encoding, upper case

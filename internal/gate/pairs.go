@@ -22,7 +22,7 @@ func (p pair) unescaped() (string, error) {
 	return url.PathUnescape(p.value)
 }
 
-// isPairSep reports whether c separates pairs: DESIGN.md allows spaces and
+// isPairSep reports whether c separates pairs: docs/design.md allows spaces and
 // commas; other whitespace is treated as space.
 func isPairSep(c byte) bool {
 	return c == ' ' || c == ',' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'

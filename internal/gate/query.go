@@ -194,7 +194,7 @@ func runsKey(st *Statement) (regKey, bool) {
 //
 // A cursor the proxy never saw declared was opened by code it could not
 // see (a function returning a refcursor), or does not exist: what it runs
-// is checked with the session's token (DESIGN.md "Fail closed", rule 3; see
+// is checked with the session's token (docs/design.md "Fail closed", rule 3; see
 // unknownRun); a comment token cannot be fixed in it, since every DECLARE
 // the client sends is read. Where the config guards tables it stays
 // unknown, and is refused where fencing is possible: the text guard cannot

@@ -63,7 +63,7 @@ type regOp struct {
 }
 
 // registry holds the prepared statements and portals the server confirmed
-// (DESIGN.md "Fail closed", rule 2): a Parse, Bind, Close, PREPARE or
+// (docs/design.md "Fail closed", rule 2): a Parse, Bind, Close, PREPARE or
 // DEALLOCATE changes it only when its completion reply arrives; one the
 // server refused or skipped changes nothing. While a change is in flight
 // the name's state is unknown, except to the unit that made the change:

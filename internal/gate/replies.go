@@ -28,7 +28,7 @@ const (
 	Hide
 	// Replace sends Verdict.Error instead of the reply.
 	Replace
-	// Fail ends the session: the reply cannot be placed (DESIGN.md "Fail
+	// Fail ends the session: the reply cannot be placed (docs/design.md "Fail
 	// closed", rule 6). Verdict.Reason says why, for the log; the client
 	// gets a protocol-violation error.
 	Fail

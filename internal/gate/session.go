@@ -9,7 +9,7 @@ import (
 
 // reservedPrefix starts the names of the statements and portals the gate
 // injects. A client message, or SQL statement, that names a statement,
-// portal or cursor with this prefix is refused (DESIGN.md "Fail closed",
+// portal or cursor with this prefix is refused (docs/design.md "Fail closed",
 // rule 5): a client that could close or redefine the proxy's statements
 // could make a check run its own text.
 const reservedPrefix = "fenceproxy\x1f"
@@ -48,7 +48,7 @@ type Decision struct {
 	After []pgproto3.FrontendMessage
 	// Fail, when not empty, ends the session: the client's message is not
 	// sent, and the client gets a protocol-violation error saying Fail.
-	// Used where the server's state cannot be known (DESIGN.md "Fail
+	// Used where the server's state cannot be known (docs/design.md "Fail
 	// closed", rule 6).
 	Fail string
 }
@@ -298,7 +298,7 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 		// until its ReadyForQuery or the client's CopyDone or CopyFail
 		// (copyPending), or once the server said so (copyActive). The
 		// server would read the probe as bad copy data, fail the COPY and
-		// answer out of order (DESIGN.md "Fail closed", rule 4: inject
+		// answer out of order (docs/design.md "Fail closed", rule 4: inject
 		// only where both sides agree). The probe stays due for the next
 		// unit's end; until it is answered the session may hold a token
 		// and is checked, so a later probe never lets anything through

@@ -10,7 +10,7 @@ import (
 // fenceSchema is the schema internal/hwm installs the marks in.
 const fenceSchema = "fence"
 
-// Settings that carry the fencing token and resource (DESIGN.md).
+// Settings that carry the fencing token and resource (docs/design.md).
 const (
 	settingToken    = "lock.fencing_token"
 	settingResource = "lock.resource"

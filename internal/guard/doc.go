@@ -1,5 +1,5 @@
 // Package guard installs, removes and verifies the database guard of
-// fenceproxy protect (DESIGN.md "Fail closed", rule 8).
+// fenceproxy protect (docs/design.md "Fail closed", rule 8).
 //
 // # What it owns, and what it must not do
 //

@@ -2,7 +2,7 @@ package hwm
 
 // The database guard (migration 3): triggers that fenceproxy protect puts on
 // protected tables refuse a write unless the transaction has passed a fence
-// check for the table's resource (DESIGN.md "Fail closed", rule 8).
+// check for the table's resource (docs/design.md "Fail closed", rule 8).
 //
 // The ground truth is the row of the resource's mark in fence.hwm: when
 // fence.check advances, it locks that row FOR NO KEY UPDATE (equal token),

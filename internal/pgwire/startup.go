@@ -107,7 +107,7 @@ func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
 // walsender reports whether the startup parameter replication, of value v,
 // asks PostgreSQL for a walsender: any value it does not read as false
 // (parse_bool; an invalid value the server refuses). The proxy refuses
-// such connections (DESIGN.md "Fail closed"): gate cannot read replication
+// such connections (docs/design.md "Fail closed"): gate cannot read replication
 // commands, its probes are refused there, and START_REPLICATION's CopyBoth
 // mode is a stream the relay does not fence.
 func walsender(v string) bool {
