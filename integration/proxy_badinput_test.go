@@ -145,24 +145,41 @@ func header(typ byte, length int32) []byte {
 	return b
 }
 
+// TestBadStartupPacket: a malformed startup packet is answered as
+// PostgreSQL answers it: one whose length is out of range is closed without
+// a reply (the server logs it; the bytes may be a driver's Terminate queued
+// ahead of its StartupMessage), any other gets FATAL 08P01.
 func TestBadStartupPacket(t *testing.T) {
 	e := newEnv(t)
 	tests := []struct {
-		name string
-		data []byte
+		name   string
+		data   []byte
+		silent bool
 	}{
-		{"length below minimum", []byte{0, 0, 0, 3}},
-		{"length above 10000", []byte{0, 1, 0, 0, 0, 3, 0, 0}},
-		{"negative length", []byte{0xff, 0xff, 0xff, 0xf0}},
-		{"unknown protocol version", []byte{0, 0, 0, 8, 0, 9, 0, 9}},
-		{"parameters not terminated", append([]byte{0, 0, 0, 12, 0, 3, 0, 0}, "user"...)},
-		{"parameter without value", append([]byte{0, 0, 0, 13, 0, 3, 0, 0}, "user\x00"...)},
+		{"length below minimum", []byte{0, 0, 0, 3}, true},
+		{"length above 10000", []byte{0, 1, 0, 0, 0, 3, 0, 0}, true},
+		{"negative length", []byte{0xff, 0xff, 0xff, 0xf0}, true},
+		{"terminate before startup", []byte{'X', 0, 0, 0, 4}, true},
+		{"unknown protocol version", []byte{0, 0, 0, 8, 0, 9, 0, 9}, false},
+		{"parameters not terminated", append([]byte{0, 0, 0, 12, 0, 3, 0, 0}, "user"...), false},
+		{"parameter without value", append([]byte{0, 0, 0, 13, 0, 3, 0, 0}, "user\x00"...), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			conn := dialBare(t, e.proxy.Addr)
-			conn.Write(tt.data)
-			expectFatal(t, conn, "08P01")
+			if !tt.silent {
+				conn := dialBare(t, e.proxy.Addr)
+				conn.Write(tt.data)
+				expectFatal(t, conn, "08P01")
+				return
+			}
+			for _, addr := range []string{e.pg.Addr(), e.proxy.Addr} {
+				conn := dialBare(t, addr)
+				conn.Write(tt.data)
+				n, err := io.Copy(io.Discard, conn)
+				if ne, ok := err.(net.Error); n != 0 || ok && ne.Timeout() {
+					t.Errorf("%s answered %d bytes (%v), want a close without a reply", addr, n, err)
+				}
+			}
 		})
 	}
 	stillServes(t, e)

@@ -51,22 +51,38 @@ func checkBounds(sql string) error {
 	return nil
 }
 
-// depthBound returns an upper bound on the depth of the parse tree of the
-// scanned tokens: the deepest nesting of brackets plus every token that can
-// add a level without one (operators, casts, and keywords: AND, NOT, IS,
-// COLLATE, UNION, CASE, SELECT …). Literals, identifiers, commas and the
-// value keywords NULL, TRUE, FALSE and DEFAULT add none, nor does a sign
-// directly before a number in a list (a bulk VALUES list stays flat).
+// depthBound returns an upper bound on the depth of the parse trees of the
+// scanned tokens: for each statement (the parser returns one tree per
+// statement, so a ';' outside brackets starts a new count), the deepest
+// nesting of brackets plus every token that can add a level without one
+// (operators, casts, and keywords: AND, NOT, IS, COLLATE, UNION, CASE,
+// SELECT …). Literals, identifiers, commas and the value keywords NULL,
+// TRUE, FALSE and DEFAULT add none, nor does a sign directly before a
+// number in a list (a bulk VALUES list stays flat). The ';' inside a
+// BEGIN ATOMIC body separates statements of one tree: from the first
+// ATOMIC on, each count starts from what came before it.
 func depthBound(toks []*pg_query.ScanToken) int {
-	depth, maxNest, levels := 0, 0, 0
+	bound, depth, maxNest, levels, base := 0, 0, 0, 0, 0
+	atomic := false
 	for i, t := range toks {
+		if t.Token == pg_query.Token_ATOMIC {
+			atomic = true
+		}
 		switch t.Token {
 		case '(', '[':
 			depth++
 			maxNest = max(maxNest, depth)
 		case ')', ']':
 			depth = max(depth-1, 0)
-		case ',', ';', '.', pg_query.Token_IDENT, pg_query.Token_SCONST, pg_query.Token_USCONST,
+		case ';':
+			if depth == 0 {
+				bound = max(bound, base+maxNest+levels)
+				if atomic {
+					base += maxNest + levels + 1
+				}
+				maxNest, levels = 0, 0
+			}
+		case ',', '.', pg_query.Token_IDENT, pg_query.Token_SCONST, pg_query.Token_USCONST,
 			pg_query.Token_BCONST, pg_query.Token_XCONST, pg_query.Token_PARAM,
 			pg_query.Token_NULL_P, pg_query.Token_TRUE_P, pg_query.Token_FALSE_P, pg_query.Token_DEFAULT,
 			pg_query.Token_C_COMMENT, pg_query.Token_SQL_COMMENT:
@@ -80,7 +96,7 @@ func depthBound(toks []*pg_query.ScanToken) int {
 			levels++
 		}
 	}
-	return maxNest + levels
+	return max(bound, base+maxNest+levels)
 }
 
 // signedNumber reports whether toks[i], a sign, stands between '(' or ','

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -123,6 +122,10 @@ type Statement struct {
 
 	// Local is set for SET LOCAL (and RESET is never local).
 	Local bool
+
+	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
+	// transaction that declared it, once that transaction commits.
+	Hold bool
 
 	// CopyFrom is set for COPY … FROM (STDIN, a file or a program).
 	CopyFrom bool
@@ -308,6 +311,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 	case *pg_query.Node_DeclareCursorStmt:
 		st.Name = s.DeclareCursorStmt.Portalname
 		st.Registry = RegDeclare
+		st.Hold = s.DeclareCursorStmt.Options&cursorOptHold != 0
 		if w.dml > 0 {
 			return Write
 		}
@@ -315,6 +319,8 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 	case *pg_query.Node_FetchStmt:
 		// FETCH and MOVE run the portal's statement (a cursor's query, or
 		// a protocol portal's): it is judged as an Execute of the portal.
+		// Opaque stands for that statement while the session does not
+		// know it (see Session.decide).
 		st.Name = s.FetchStmt.Portalname
 		st.Opaque, st.Registry = true, RegFetch
 		return Read
@@ -471,14 +477,18 @@ func classifyTransaction(t *pg_query.TransactionStmt, st *Statement) Kind {
 	return Other
 }
 
-// dedupe removes repeated table references, keeping the first of each.
+// dedupe removes repeated table references, keeping the first of each, in
+// time linear in len(refs): a client may name tens of thousands of tables
+// in one TRUNCATE.
 func dedupe(refs []TableRef) []TableRef {
 	if len(refs) < 2 {
 		return refs
 	}
+	seen := make(map[TableRef]struct{}, len(refs))
 	out := refs[:0:0]
 	for _, r := range refs {
-		if !slices.Contains(out, r) {
+		if _, ok := seen[r]; !ok {
+			seen[r] = struct{}{}
 			out = append(out, r)
 		}
 	}
@@ -502,3 +512,7 @@ const (
 	RegExecute                        // EXECUTE name: runs a prepared statement (changes nothing)
 	RegFetch                          // FETCH or MOVE name: runs a portal (changes nothing)
 )
+
+// cursorOptHold is CURSOR_OPT_HOLD of PostgreSQL's parsenodes.h: the
+// DeclareCursorStmt option bit of WITH HOLD.
+const cursorOptHold = 0x0020

@@ -66,6 +66,9 @@ type analysis struct {
 	a      *Analysis // nil: nothing to decide (or nothing that can be)
 	refuse *refusal
 	wait   bool // the server's answers to earlier units are needed first
+	// opaque: one statement of the extended protocol that cannot be read
+	// safely, and runs as opaque code (see Session.unreadableAsOpaque).
+	opaque bool
 }
 
 // analyze decides how far a text must be looked at, and refuses what cannot
@@ -161,13 +164,25 @@ func (s *Session) decide(st, run *Statement) action {
 		s.unit.checked = true
 		s.unit.key = keyOf(a.args, a.extra)
 	}
-	s.after(st)
-	if run != st && run != nil {
+	if run != nil {
+		// What runs decides: for EXECUTE, FETCH and MOVE of a statement
+		// or cursor the session knows, the statement itself; their own
+		// Opaque only stands in for one it does not know. A statement
+		// prepared by Parse may itself be a PREPARE, DEALLOCATE, DECLARE
+		// or CLOSE, which changes names whose change the proxy would not
+		// follow.
 		s.after(run)
+		if run != st && run.Registry != RegNone {
+			s.reg.distrust()
+		}
+	} else {
+		s.after(st)
 	}
-	if run != nil && (run.CopyIn || run != st && run.Opaque) {
+	if run != nil && st.Registry != RegFetch && (run.CopyIn || run != st && run.Opaque) {
 		// SQL EXECUTE of a COPY … FROM STDIN prepared by Parse, or of a
-		// statement the proxy no longer knows, which may be one.
+		// statement the proxy no longer knows, which may be one. (FETCH
+		// and MOVE run only portals that return rows: PortalRunFetch
+		// refuses any other.)
 		s.unit.copyIn = true
 	}
 	return a

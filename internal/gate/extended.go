@@ -183,9 +183,9 @@ func (s *Session) execute(portal string) Decision {
 		before = s.injectRaise(an.refuse.sql())
 	case known != nil:
 		before = s.inject(s.decide(known, known))
-		// Code the proxy could not see ran since p was confirmed: p may
-		// still be, or now be, a COPY … FROM STDIN.
-		s.unit.copyIn = s.unit.copyIn || p.opaque
+		// Code the proxy could not see ran since p was confirmed, or
+		// p's text cannot be read: p may be a COPY … FROM STDIN.
+		s.unit.copyIn = s.unit.copyIn || p.opaque || known.Opaque && mayCopyIn(p.text, nil)
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		before = s.inject(s.decide(st, s.runs(st)))
@@ -218,7 +218,11 @@ func (s *Session) resolve(p *prepared) (*Statement, analysis) {
 	case p.st != nil:
 		return p.st, analysis{}
 	}
-	return nil, s.analyzePrepared(p)
+	an := s.analyzePrepared(p)
+	if an.opaque {
+		return opaqueRun(), analysis{}
+	}
+	return nil, an
 }
 
 // analyzePrepared analyses the text of a statement prepared by Parse, which
@@ -227,6 +231,9 @@ func (s *Session) resolve(p *prepared) (*Statement, analysis) {
 // today's in a way that could change how the text reads.
 func (s *Session) analyzePrepared(p *prepared) analysis {
 	if lexRisky(p.text) && (p.lexUnsure || p.lex != s.settings) {
+		if s.unreadableAsOpaque(p.text) {
+			return analysis{opaque: true}
+		}
 		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
 	}
 	if p.lexUnseen && !s.fencingPossible() && lexRisky(p.text) && p.mayMatter() {
@@ -235,6 +242,24 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
 	}
 	return s.analyzeKnown(p.text, p.mayMatter())
+}
+
+// unreadableAsOpaque reports whether a statement prepared by Parse, which
+// the server may have lexed under other settings than the proxy knows, can
+// run as opaque code (checked with the session's token first, probed
+// after, the transaction's check undone) instead of being refused, where
+// fencing is possible. A Parse holds one statement, so a check before its
+// Execute covers all of it whatever its boundaries; what the proxy could
+// misread is only what the text itself says to the proxy. So: no
+// directive (the bytes "/*" or "--" and a directive key, which no
+// encoding can hide), no reserved name, no word of schema fence and no
+// Unicode-escaped identifier (U&"\0066ence"), and no table guarded by the
+// config (the text guard must read what it writes). Whatever else the
+// server may read there (a SET, a COMMIT, a PREPARE or DECLARE) is what
+// opaque code may do, and is followed as such.
+func (s *Session) unreadableAsOpaque(text string) bool {
+	return s.fencingPossible() && len(s.cfg.Tables) == 0 && !mayHaveDirectives(text) &&
+		!strings.Contains(text, reservedPrefix[len(reservedPrefix)-1:]) && !containsFold(text, "fenc") && !containsFold(text, "u&")
 }
 
 // inject returns the messages that carry out act before an Execute.
@@ -252,36 +277,15 @@ func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 	return nil
 }
 
-// injectCheck returns a check as extended-protocol messages. The check
-// statement is prepared anew each time, after closing whatever has its name:
-// nothing the client ran before (DISCARD ALL, DEALLOCATE, a DO block that
-// prepares statements) can make the check run other text.
+// injectCheck returns a check as extended-protocol messages (see
+// Session.injected).
 func (s *Session) injectCheck(args hwm.CheckArgs) []pgproto3.FrontendMessage {
-	s.slots.push(slot{kind: slotClose, inj: true, check: true})
-	s.slots.push(slot{kind: slotParse, inj: true, check: true})
-	s.slots.push(slot{kind: slotBind, inj: true, check: true})
-	s.slots.push(slot{kind: slotExecute, inj: true, check: true})
-	s.slots.push(slot{kind: slotClose, inj: true, check: true})
-	return []pgproto3.FrontendMessage{
-		&pgproto3.Close{ObjectType: 'S', Name: checkName},
-		&pgproto3.Parse{Name: checkName, Query: hwm.CheckStatement},
-		&pgproto3.Bind{DestinationPortal: checkName, PreparedStatement: checkName, Parameters: hwm.Params(args)},
-		&pgproto3.Execute{Portal: checkName},
-		&pgproto3.Close{ObjectType: 'P', Name: checkName},
-	}
+	return s.injected(slot{inj: true, check: true}, checkName, hwm.CheckStatement, hwm.Params(args), true)
 }
 
 // injectRaise returns messages that make the server raise: the raise
-// statement as extended-protocol messages.
+// statement as extended-protocol messages. Its Execute always fails, so
+// the server skips whatever would follow it up to Sync.
 func (s *Session) injectRaise(sql []byte) []pgproto3.FrontendMessage {
-	s.slots.push(slot{kind: slotClose, inj: true})
-	s.slots.push(slot{kind: slotParse, inj: true})
-	s.slots.push(slot{kind: slotBind, inj: true})
-	s.slots.push(slot{kind: slotExecute, inj: true})
-	return []pgproto3.FrontendMessage{
-		&pgproto3.Close{ObjectType: 'S', Name: raiseName},
-		&pgproto3.Parse{Name: raiseName, Query: string(sql)},
-		&pgproto3.Bind{DestinationPortal: raiseName, PreparedStatement: raiseName},
-		&pgproto3.Execute{Portal: raiseName},
-	}
+	return s.injected(slot{inj: true}, raiseName, string(sql), nil, false)
 }

@@ -70,15 +70,15 @@ func lexRisky(sql string) bool {
 // code the proxy cannot see (EXECUTE), carry a directive (fencing_token=,
 // resource=), name schema fence or an escaped identifier (U&"…"), end a
 // transaction or undo a check (COMMIT, ROLLBACK, ABORT, PREPARE
-// TRANSACTION), change prepared statements (PREPARE, DEALLOCATE), run a
-// portal (FETCH, MOVE), use a reserved name (they hold the byte 0x1F), or
+// TRANSACTION), change prepared statements (PREPARE, DEALLOCATE) or
+// cursors (DECLARE, CLOSE), run a portal (FETCH, MOVE), use a reserved name (they hold the byte 0x1F), or
 // write pg_settings, whose rule calls set_config with the row's name: the
 // name may be computed ('lock.f%'), so the word is all the text shows.
 //
 // The Kelvin sign and the long s are there because directive keys are
 // compared with Unicode folding, under which they read as 'k' and 's'
 // ("fencing_to\u212Aen", "re\u017Fource"; see mayHaveDirectives).
-var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "\x1f", "fetch", "move", "pg_settings", "\u212A", "\u017F"}
+var anywhereWords = [...]string{"set_config", "reset", "discard", "execut", "fenc", "resource", "u&", "commit", "rollback", "abort", "prepare", "dealloc", "declare", "close", "\x1f", "fetch", "move", "pg_settings", "\u212A", "\u017F"}
 
 // startWords are keywords that matter only as the first word of a
 // statement: SET (and SET LOCAL), DO, CALL and END.

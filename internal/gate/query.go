@@ -147,6 +147,14 @@ func runsKey(st *Statement) (regKey, bool) {
 // runs returns the statement that runs when st runs: for SQL EXECUTE the
 // prepared statement, for FETCH and MOVE the portal's (nil when the proxy
 // does not know it, or cannot read it), else st.
+//
+// A cursor the proxy never saw declared was opened by code it could not
+// see (a function returning a refcursor): whatever it runs is checked with
+// the session's token, as any opaque code is (DESIGN.md "Fail closed",
+// rule 3); a comment token cannot be fixed in it, since every DECLARE the
+// client sends is read. Where the config guards tables it stays unknown,
+// and is refused where fencing is possible: the text guard cannot see what
+// it writes.
 func (s *Session) runs(st *Statement) *Statement {
 	k, ok := runsKey(st)
 	if !ok {
@@ -154,6 +162,8 @@ func (s *Session) runs(st *Statement) *Statement {
 	}
 	p, found, _ := s.reg.lookup(k)
 	switch {
+	case !found && k.portal && len(s.cfg.Tables) == 0:
+		return opaqueRun()
 	case !found || p.unknown:
 		return nil
 	case p.opaque:
@@ -195,7 +205,7 @@ func (s *Session) statementOps(st *Statement) []regOp {
 		// writes, set_config calls), not the DECLARE's name.
 		cur := *st
 		cur.Name, cur.Registry = "", RegNone
-		ops = []regOp{{key: regKey{portal: true, name: st.Name}, val: &prepared{st: &cur}}}
+		ops = []regOp{{key: regKey{portal: true, name: st.Name}, val: &prepared{st: &cur, hold: st.Hold}}}
 	case RegCloseCursor:
 		ops = []regOp{{key: regKey{portal: true, name: st.Name}}}
 	case RegCloseAllCursors:

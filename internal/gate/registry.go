@@ -24,6 +24,9 @@ type prepared struct {
 	// proxy had not yet seen (see Session.lexUnseen).
 	lexUnseen bool
 
+	// hold: a cursor declared WITH HOLD, which outlives its transaction.
+	hold bool
+
 	// matters caches mayMatter(text): 0 not yet known, 1 false, 2 true.
 	// The text of a prepared statement never changes.
 	matters uint8
@@ -169,11 +172,18 @@ func (r *registry) endUnit() {
 	r.unitAll = [2]bool{}
 }
 
-// transactionEnded drops the portals: they do not outlive their
-// transaction.
+// transactionEnded drops the portals that do not outlive their
+// transaction: all but WITH HOLD cursors. A WITH HOLD cursor whose
+// transaction rolled back (or a cursor a ROLLBACK TO SAVEPOINT undid) is
+// gone on the server but kept here: a name the proxy keeps that the server
+// has dropped only makes the server answer "cursor does not exist", while
+// a name the proxy drops that the server keeps would be refused as
+// unknown. A new definition of the name always goes through the registry
+// (DECLARE, Bind), or through code the proxy cannot see, after which
+// every entry is distrusted.
 func (r *registry) transactionEnded() {
-	for k := range r.confirmed {
-		if k.portal {
+	for k, p := range r.confirmed {
+		if k.portal && !p.hold {
 			delete(r.confirmed, k)
 		}
 	}

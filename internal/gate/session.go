@@ -292,23 +292,42 @@ func mayCopyIn(text string, a *Analysis) bool {
 
 // probe returns a probe of lock.fencing_token as a unit of its own, in the
 // extended protocol so that the client's unnamed statement and portal
-// survive (a simple Query would drop them). Its replies are hidden.
+// survive (a simple Query would drop them). Its replies are hidden, and it
+// leaves nothing behind (see injected).
 func (s *Session) probe() []pgproto3.FrontendMessage {
 	s.setMaybe()
-	s.slots.push(slot{kind: slotClose, inj: true, probe: true})
-	s.slots.push(slot{kind: slotParse, inj: true, probe: true})
-	s.slots.push(slot{kind: slotBind, inj: true, probe: true})
-	s.slots.push(slot{kind: slotExecute, inj: true, probe: true})
-	s.slots.push(slot{kind: slotClose, inj: true, probe: true})
+	msgs := s.injected(slot{inj: true, probe: true}, probeName, hwm.ProbeStatement, nil, true)
 	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen})
-	return []pgproto3.FrontendMessage{
-		&pgproto3.Close{ObjectType: 'S', Name: probeName},
-		&pgproto3.Parse{Name: probeName, Query: hwm.ProbeStatement},
-		&pgproto3.Bind{DestinationPortal: probeName, PreparedStatement: probeName},
-		&pgproto3.Execute{Portal: probeName},
-		&pgproto3.Close{ObjectType: 'P', Name: probeName},
-		&pgproto3.Sync{},
+	return append(msgs, &pgproto3.Sync{})
+}
+
+// injected returns the messages that run one statement of the proxy's own
+// under name, and pushes their slots (copies of sl with the kind set). The
+// statement is prepared anew each time, after closing whatever has its
+// name: nothing the client ran before (DISCARD ALL, DEALLOCATE, a DO block
+// that prepares statements) can make it run other text. It is closed again
+// right after its Bind (the portal keeps the plan), and the portal after
+// its Execute (closeP), so that nothing of the proxy's shows in
+// pg_prepared_statements or pg_cursors once the statement has run; a
+// portal whose Execute failed goes with its aborted transaction.
+func (s *Session) injected(sl slot, name, sql string, params [][]byte, closeP bool) []pgproto3.FrontendMessage {
+	for _, k := range []slotKind{slotClose, slotParse, slotBind, slotClose, slotExecute} {
+		sl.kind = k
+		s.slots.push(sl)
 	}
+	msgs := []pgproto3.FrontendMessage{
+		&pgproto3.Close{ObjectType: 'S', Name: name},
+		&pgproto3.Parse{Name: name, Query: sql},
+		&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name, Parameters: params},
+		&pgproto3.Close{ObjectType: 'S', Name: name},
+		&pgproto3.Execute{Portal: name},
+	}
+	if closeP {
+		sl.kind = slotClose
+		s.slots.push(sl)
+		msgs = append(msgs, &pgproto3.Close{ObjectType: 'P', Name: name})
+	}
+	return msgs
 }
 
 // reserved reports whether a client-chosen name is one of the proxy's.

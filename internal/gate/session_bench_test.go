@@ -12,9 +12,9 @@ func benchSession(b *testing.B, token bool) *Session {
 	s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "on"})
 	s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "UTF8"})
 	s.Probe()
-	probe := "312C3Z"
+	probe := "3123C3Z"
 	if token {
-		probe = "312DC3Z"
+		probe = "3123DC3Z"
 	}
 	feed(s, probe, 'I')
 	return s

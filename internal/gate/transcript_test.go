@@ -19,12 +19,12 @@ type step struct {
 func (st step) isReply() bool { return st.replies != "" }
 
 const (
-	probeMsgs  = "C(S ~probe) P(~probe) B(~probe) E(~probe) C(P ~probe) S"
-	checkMsgs  = "C(S ~check) P(~check) B(~check) E(~check) C(P ~check)"
-	checkReply = "312C3" // replies to checkMsgs
+	probeMsgs  = "C(S ~probe) P(~probe) B(~probe) C(S ~probe) E(~probe) C(P ~probe) S"
+	checkMsgs  = "C(S ~check) P(~check) B(~check) C(S ~check) E(~check) C(P ~check)"
+	checkReply = "3123C3" // replies to checkMsgs
 )
 
-func raiseMsgs() string { return "C(S ~raise) P(~raise) B(~raise) E(~raise)" }
+func raiseMsgs() string { return "C(S ~raise) P(~raise) B(~raise) C(S ~raise) E(~raise)" }
 
 // TestTranscripts replays what a hostile or merely unusual client would
 // send, with the server's replies, and asserts what goes upstream and what
@@ -134,7 +134,7 @@ func TestTranscripts(t *testing.T) {
 			{send: q("BEGIN")}, {replies: "CZ", status: 'T', seen: "CZ"},
 			{send: parse("c", "COMMIT")}, {send: syncMsg()}, {replies: "1Z", status: 'T', seen: "1Z"},
 			{send: q("SELECT 1; EXECUTE c; UPDATE t SET v = 1"),
-				up: "Q(CALL fence.check('', '', '', '', false, true); SELECT 1; EXECUTE c;CALL fence.check('', '', '', '', false, true);  UPDATE t SET v = 1) " + probeMsgs},
+				up: "Q(CALL fence.check('', '', '', '', false, true); SELECT 1; EXECUTE c;CALL fence.check('', '', '', '', false, true);  UPDATE t SET v = 1)"},
 		}},
 		{name: "sql_prepare_failed_is_not_known", token: true, steps: []step{
 			{send: q("PREPARE p AS UPDATE t SET v = 1")},
@@ -148,12 +148,12 @@ func TestTranscripts(t *testing.T) {
 		{name: "function_call_in_plain_session_probed", steps: []step{
 			{send: Msg{Type: 'F'}, up: "F " + probeMsgs},
 			{replies: "VZ", status: 'I', seen: "VZ"},
-			{replies: "312DC3Z", status: 'I', seen: ""},
+			{replies: "3123DC3Z", status: 'I', seen: ""},
 			{send: q("UPDATE t SET v = 1"), up: "Q(CALL fence.check('', '', '', '', false, true); UPDATE t SET v = 1)"},
 		}},
 		{name: "probe_clears_token_maybe", steps: []step{
 			{send: q("DO $$BEGIN NULL; END$$"), up: "Q(DO $$BEGIN NULL; END$$) " + probeMsgs},
-			{replies: "CZ312C3Z", status: 'I', seen: "CZ"},
+			{replies: "CZ3123C3Z", status: 'I', seen: "CZ"},
 			{send: q("UPDATE t SET v = 1")},
 		}},
 		{name: "scs_off_backslash_refused", token: true, steps: []step{
@@ -196,7 +196,7 @@ func TestTranscripts(t *testing.T) {
 		{name: "pg15_keyword_with_set_probes_in_plain_session", steps: []step{
 			{send: q("SET lock.fencing_token = 5; UPDATE t SET system_user = 'x'"), up: "Q(SET lock.fencing_token = 5; UPDATE t SET system_user = 'x') " + probeMsgs},
 			{send: q("UPDATE t SET v = 1"), up: "WAIT"}, // the text may have changed the lexing settings
-			{replies: "CCZ312DC3Z", status: 'I', seen: "CCZ"},
+			{replies: "CCZ3123DC3Z", status: 'I', seen: "CCZ"},
 			{send: q("UPDATE t SET v = 1"), up: "Q(CALL fence.check('', '', '', '', false, true); UPDATE t SET v = 1)"},
 		}},
 		{name: "guard_refuses_unparsable", cfg: func() *Config {

@@ -10,6 +10,9 @@ import (
 // errProtocol marks input that breaks the PostgreSQL wire protocol.
 var errProtocol = errors.New("protocol violation")
 
+// errStartupLength: a startup packet's length is out of range.
+var errStartupLength = errors.New("invalid length of startup packet")
+
 // errWaitSettled is decide's answer in the event loop when gate holds a
 // client message back until the replies to what was sent have come: the
 // loop reads the message again once they have.

@@ -220,7 +220,7 @@ func readStartup(r io.Reader) ([]byte, error) {
 	}
 	size := int32(binary.BigEndian.Uint32(lenBuf[:]))
 	if size < 8 || size > maxStartupLen {
-		return nil, fmt.Errorf("%w: invalid startup packet length %d", errProtocol, size)
+		return nil, fmt.Errorf("%w %d", errStartupLength, size)
 	}
 	pkt := make([]byte, size-4)
 	if _, err := io.ReadFull(r, pkt); err != nil {

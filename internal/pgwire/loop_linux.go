@@ -495,6 +495,10 @@ func (lp *looped) upstreamTurn() (progress bool) {
 	for i := 0; ; i++ {
 		ok, err := lp.more(i, s.ur, lp.csink)
 		if err != nil {
+			// What this turn relayed goes first: the server's FATAL
+			// error often comes in the same read as its end.
+			lp.urelay.flush()
+			s.cw.Flush()
 			s.upstreamReadFailed(err)
 			lp.end()
 			return true

@@ -23,6 +23,12 @@ const (
 func (s *session) startup() (*pgproto3.StartupMessage, error) {
 	for {
 		pkt, err := readStartup(s.client)
+		if errors.Is(err, errStartupLength) {
+			// PostgreSQL logs this (COMMERROR) and closes without a word:
+			// the bytes may not be a startup packet at all (a driver
+			// that queued Terminate ahead of its StartupMessage).
+			return nil, err
+		}
 		if errors.Is(err, errProtocol) {
 			return nil, protocolViolation(err.Error())
 		}

@@ -147,3 +147,34 @@ func startupErrorOn(t *testing.T, srv *Server, params map[string]string) string 
 		}
 	}
 }
+
+// TestStartupBadLengthClosesSilently: a startup packet whose length is out
+// of range gets no reply, as from PostgreSQL (it logs "invalid length of
+// startup packet" and closes): the bytes may be a Terminate a driver queued
+// ahead of its StartupMessage, and an ErrorResponse would fail its connect.
+func TestStartupBadLengthClosesSilently(t *testing.T) {
+	for name, pkt := range map[string][]byte{
+		"terminate first": {'X', 0, 0, 0}, // read as a length of 1476395008
+		"too short":       {0, 0, 0, 4},
+		"negative":        {0xff, 0xff, 0xff, 0xf0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clientEnd, proxyEnd := net.Pipe()
+			defer clientEnd.Close()
+			s := NewServer(Config{Upstream: "127.0.0.1:1"}).newSession(proxyEnd)
+			go s.run(context.Background())
+			clientEnd.SetDeadline(time.Now().Add(3 * time.Second))
+			if _, err := clientEnd.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 64)
+			n, err := clientEnd.Read(buf)
+			if n != 0 || err == nil {
+				t.Fatalf("client got %q (%v), want the connection closed without a reply", buf[:n], err)
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("connection left open")
+			}
+		})
+	}
+}

@@ -86,3 +86,53 @@ func TestRelayUpstreamBrokenReply(t *testing.T) {
 		}
 	}
 }
+
+// fatalAfterProbe is an upstream that answers the startup probe, reads the
+// client's first message, then sends a FATAL ErrorResponse (57P05, as for
+// idle_session_timeout) and closes, both in one write.
+func fatalAfterProbe(conn net.Conn) {
+	be := pgproto3.NewBackend(conn, conn)
+	for {
+		msg, err := be.Receive()
+		if err != nil {
+			return
+		}
+		switch msg.(type) {
+		case *pgproto3.Parse:
+			be.Send(&pgproto3.ParseComplete{})
+		case *pgproto3.Bind:
+			be.Send(&pgproto3.BindComplete{})
+		case *pgproto3.Close:
+			be.Send(&pgproto3.CloseComplete{})
+		case *pgproto3.Execute:
+			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+		case *pgproto3.Sync:
+			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			be.Flush()
+			be.Receive() // the client's first message
+			be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "57P05", Message: "terminating connection due to idle-session timeout"})
+			be.Flush()
+			conn.Close()
+			return
+		}
+	}
+}
+
+// TestRelayDeliversServerFatalBeforeClose: the server's last words, a
+// FATAL error read together with the end of its connection, reach the
+// client before the close, whichever relays the session: the event loop
+// closed the client's connection with the error still in its buffer.
+func TestRelayDeliversServerFatalBeforeClose(t *testing.T) {
+	for _, relay := range []string{"pipe", "loop", "goroutines"} {
+		t.Run(relay, func(t *testing.T) {
+			for range 20 {
+				fe, _, s := relayWith(t, relay, fatalAfterProbe, nil)
+				fe.Send(&pgproto3.Sync{})
+				if err := fe.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				wantError(t, fe, s, "57P05")
+			}
+		})
+	}
+}
