@@ -46,6 +46,11 @@ var knownPsycopgDifferences = map[string]string{
 	// proxy at load average 4.5 (2026-12-02) the first took 0.244 s, 4 ms
 	// over; alone it passed 3 runs of 3 through the proxy.
 	"tests.pool.test_null_pool_async::test_queue": "connection set-up through the proxy under load exceeds a 40 ms tolerance",
+	// Marked flakey upstream ("the server might get in pipeline aborted"):
+	// the ROLLBACK after a failed COMMIT in the same pipeline raced into
+	// PipelineAborted once in two full runs through the proxy (2026-12-02);
+	// alone it passed 4 runs of 4 through the proxy.
+	"tests.test_pipeline::test_errors_raised_on_commit": "upstream-flakey pipeline race",
 }
 
 func knownPsycopg(name string) bool {
