@@ -54,10 +54,16 @@ bench-guard:
 bench-memory:
 	$(GO) test -run '^$$' -bench 'BenchmarkMemory' -benchtime 1x -timeout 30m ./integration/
 
-## compat: pgx's own test suite (go.mod's pgx, from the module cache), direct and
-## through the proxy; prints both pass counts and the difference of the pass sets
-compat: test-deps
-	$(GO) test -tags compat -count=1 -v -timeout 90m -run TestPgxSuite ./integration/compat/
+## compat: pgx's own test suite (go.mod's pgx, from the module cache) and psycopg
+## 3.1.7's (vendored; Debian's python3-psycopg), each direct and through the
+## proxy; prints the pass counts and the difference of the pass sets (docs/compat.md).
+## compat-deps: what psycopg's suite imports (scripts/install-compat-deps.sh)
+compat: test-deps compat-deps
+	$(GO) test -tags compat -count=1 -v -timeout 120m -run 'TestPgxSuite|TestPsycopgSuite' ./integration/compat/
+
+.PHONY: compat-deps
+compat-deps:
+	scripts/install-compat-deps.sh
 
 ## bench-compare: fenceproxy beside PgBouncer (session mode) on loopback, pgbench
 ## workloads interleaved over ROUNDS rounds; prints TPS, latency and the proxy's
