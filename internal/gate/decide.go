@@ -27,6 +27,7 @@ const (
 	msgConfigEncoding  = "fenceproxy: cannot fence this statement: a table it writes, or a resource name from the proxy's config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it; use client_encoding UTF8"
 	msgFunctionCall    = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
 	msgPrepareTxn      = "fenceproxy: PREPARE TRANSACTION cannot run in a session that may carry a fencing token: a transaction that passed a fence check holds its resource's high-water mark locked, and a prepared one would hold it until COMMIT PREPARED or ROLLBACK PREPARED, blocking every later holder; commit or roll back instead"
+	msgStoredNoTxn     = "fenceproxy: %s prepared under a name, or bound to a named portal, cannot run in a session that may carry a fencing token: a function may have replaced it under that name by a write, and it cannot run after a check in its transaction; send it as a simple Query, or prepare it unnamed"
 	msgUnknownStmtFmt  = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
 )
 
@@ -250,15 +251,21 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if r := s.tableNamesUnsure(run.Writes); r != nil {
 		return action{kind: actRaise, refuse: *r}
 	}
+	byName := s.replaceable(st, run)
 	switch run.Kind {
 	case Commit:
 		if run.PreparesTxn && s.fencingPossible() {
 			return raise(codeCannotFence, msgPrepareTxn)
 		}
-		return action{}
-	case NoTxnBlock:
-		if dir.Token != 0 || s.cfg.protection(run.Writes).found {
+		if !byName {
+			return action{}
+		}
+	case NoTxnBlock, DiscardAll:
+		if run.Kind == NoTxnBlock && (dir.Token != 0 || s.cfg.protection(run.Writes).found) {
 			return raise(codeCannotFence, fmtFirstWords(msgCannotFenceFn, run.Text))
+		}
+		if byName && s.tokenMaybe && !s.unit.aborted {
+			return raise(codeCannotFence, fmtFirstWords(msgStoredNoTxn, run.Text))
 		}
 		return action{}
 	case Read:
@@ -275,7 +282,12 @@ func (s *Session) decideOne(st, run *Statement) action {
 			return raise(codeCannotFence, msgSetAndWrite)
 		}
 	default:
-		return action{}
+		if !byName || run.SetsFenceSetting {
+			// A SET or RESET of lock.* by name stays unchecked, as the
+			// hand-over does (a check under the old token would refuse a
+			// new holder's); see replaceable.
+			return action{}
+		}
 	}
 	m := s.cfg.protection(run.Writes)
 	require := m.require && run.Kind == Write
@@ -303,6 +315,22 @@ func (s *Session) decideOne(st, run *Statement) action {
 		return raise(codeCannotFence, msgConfigEncoding)
 	}
 	return action{kind: actCheck, args: args, extra: extra}
+}
+
+// replaceable reports whether run, which st runs, comes from a name that
+// SQL can redefine: a prepared statement or cursor run by SQL EXECUTE,
+// FETCH or MOVE, or a named statement or portal run by the extended
+// protocol (Session.byName). A function called from a plain SELECT, which
+// the proxy cannot see into, can DEALLOCATE or CLOSE it and PREPARE or
+// DECLARE a query or DML statement under the same name; so what runs there
+// is checked, where the session may carry a token, even when the statement
+// the proxy knows under the name (SHOW, SET, SAVEPOINT, COMMIT, the
+// hand-over set_config …) would need no check. The unnamed statement and
+// portal cannot be made by SQL. Not covered: a statement the proxy knows as
+// one that sets lock.fencing_token or lock.resource (SET, RESET, the
+// hand-over), which must not be checked under the token it replaces.
+func (s *Session) replaceable(st, run *Statement) bool {
+	return run != st || s.byName
 }
 
 // bytesAsUTF8 reports whether the server reads the session's text as the

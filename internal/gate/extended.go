@@ -32,7 +32,7 @@ func (s *Session) parse(name, sql string) Decision {
 	s.extended()
 	// The server lexes the text now, under the settings in force when it
 	// reaches it: record them for the Execute that analyses it.
-	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen}
+	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, named: name != ""}
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, ops: []regOp{op}})
@@ -58,7 +58,7 @@ func (s *Session) bind(portal, stmt string) Decision {
 		p = &prepared{unknown: true} // refused at Execute if fencing is possible by then
 	}
 	s.extended()
-	before, wait := s.checkAtBind(p)
+	before, wait := s.checkAtBind(p, portal != "" || p.named)
 	if wait {
 		return Decision{Wait: true}
 	}
@@ -74,7 +74,7 @@ func (s *Session) bind(portal, stmt string) Decision {
 // and then let the statement read from before that commit. Refusals, and
 // what the statement does to the session, wait for the Execute, which
 // finds this check already done.
-func (s *Session) checkAtBind(p *prepared) (before []pgproto3.FrontendMessage, wait bool) {
+func (s *Session) checkAtBind(p *prepared, byName bool) (before []pgproto3.FrontendMessage, wait bool) {
 	if p.unknown || !s.fencingPossible() {
 		return nil, false
 	}
@@ -92,7 +92,9 @@ func (s *Session) checkAtBind(p *prepared) (before []pgproto3.FrontendMessage, w
 			return nil, false
 		}
 	}
+	s.byName = byName
 	act := s.decideOne(st, run)
+	s.byName = false
 	if act.kind != actCheck {
 		return nil, false
 	}
@@ -182,7 +184,9 @@ func (s *Session) execute(portal string) Decision {
 		s.unit.copyIn = s.unit.copyIn || p.opaque || known.Opaque && mayCopyIn(p.text, nil)
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
+		s.byName = portal != "" || p.named
 		before = s.inject(s.decide(st, s.runs(st)))
+		s.byName = false
 		if p.lexUnseen && lexRisky(p.text) {
 			// Read under settings the proxy may not know (see lexUnseen):
 			// it may have set the token; check the next statement again.

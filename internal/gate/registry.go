@@ -27,6 +27,11 @@ type prepared struct {
 	// hold: a cursor declared WITH HOLD, which outlives its transaction.
 	hold bool
 
+	// named: prepared by a Parse with a name, which SQL can redefine (a
+	// function's EXECUTE 'DEALLOCATE s' and 'PREPARE s AS …'); the
+	// unnamed statement it cannot.
+	named bool
+
 	// matters caches mayMatter(text): 0 not yet known, 1 false, 2 true.
 	// The text of a prepared statement never changes.
 	matters uint8

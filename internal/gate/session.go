@@ -103,9 +103,12 @@ type Session struct {
 	skipping   bool // the server is skipping every message up to the client's Sync, after an error
 	probeIdle  bool // a probe answered inside a transaction block: probe again once it ends
 	probesOut  int  // probes sent and not yet answered
-	lastReady  byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
-	txChecked  bool // confirmed: the open transaction block has passed a check
-	txKey      checkKey
+	// byName: the statement being decided runs from a name SQL can
+	// redefine (see Session.replaceable); set only around decide.
+	byName    bool
+	lastReady byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
+	txChecked bool // confirmed: the open transaction block has passed a check
+	txKey     checkKey
 
 	// COPY … FROM STDIN (see copy.go). copyActive: the server answered
 	// CopyInResponse and the client has sent no CopyDone or CopyFail
