@@ -287,14 +287,15 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 // Execute covers all of it whatever its boundaries; what the proxy could
 // misread is only what the text itself says to the proxy. So: no
 // directive (the bytes "/*" or "--" and a directive key, which no
-// encoding can hide), no reserved name, no word of schema fence and no
+// encoding can hide), no reserved name (its prefix "fenceproxy\x1f": a
+// lone 0x1F byte in a literal is no name), no word of schema fence and no
 // Unicode-escaped identifier (U&"\0066ence"), and no table guarded by the
 // config (the text guard must read what it writes). Whatever else the
 // server may read there (a SET, a COMMIT, a PREPARE or DECLARE) is what
 // opaque code may do, and is followed as such.
 func (s *Session) unreadableAsOpaque(text string) bool {
 	return s.fencingPossible() && len(s.cfg.Tables) == 0 && !mayHaveDirectives(text) &&
-		!strings.Contains(text, reservedPrefix[len(reservedPrefix)-1:]) && !containsFold(text, "fenc") && !containsFold(text, "u&")
+		!containsFold(text, reservedPrefix) && !containsFold(text, "fenc") && !containsFold(text, "u&")
 }
 
 // inject returns the messages that carry out act before an Execute.

@@ -18,12 +18,19 @@ func TestTranscriptsUnreadableParse(t *testing.T) {
 		}
 		return append(steps, step{send: parse("", last)})
 	}
-	t.Run("no_directive_runs_checked", func(t *testing.T) {
-		steps := append(pipeline("select 'é'"),
-			step{send: bind("", ""), up: checkMsgs + " B()"},
-			step{send: exec(""), up: "E()"})
-		replay(t, nil, false, steps)
-	})
+	for name, text := range map[string]string{
+		"no_directive_runs_checked":     "select 'é'",
+		"control_byte_in_a_literal":     "select 'é\x1f'", // random data, as psycopg's tests insert
+		"comment_without_a_directive":   "select 'é' /* a note */",
+		"directive_key_without_comment": "select 'é resource'",
+	} {
+		t.Run(name, func(t *testing.T) {
+			steps := append(pipeline(text),
+				step{send: bind("", ""), up: checkMsgs + " B()"},
+				step{send: exec(""), up: "E()"})
+			replay(t, nil, false, steps)
+		})
+	}
 	for name, text := range map[string]string{
 		"directive_refused":     "/* fencing_token=5 resource=r */ select 'é'",
 		"escaped_fence_refused": `select 'é' from U&"\0066ence".hwm`,
