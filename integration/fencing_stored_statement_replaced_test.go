@@ -12,10 +12,12 @@ import (
 // by Parse, under the same name, with no DO, CALL or EXECUTE in the text.
 // What such code leaves under a name is always a query or DML statement
 // (PREPARE and DECLARE hold no other), so a statement the proxy knows as a
-// utility statement (SHOW, SET, SAVEPOINT, BEGIN, ROLLBACK TO …), which by
-// itself needs no check, must still be checked where the session may carry a
-// token when it runs by name: else a stale holder that prepared it while its
-// lock was valid writes unchecked after losing it.
+// utility statement (SHOW, SET x, RESET x), which by itself needs no check,
+// must still be checked where the session may carry a token when it runs by
+// name: else a stale holder that prepared it while its lock was valid writes
+// unchecked after losing it. (Transaction control and what sets the token
+// stay unchecked by name: see gate's Statement.txnControl; README, "What
+// fencing covers".)
 func TestStoredUtilityStatementReplacedByAFunctionIsChecked(t *testing.T) {
 	e := newFencedEnv(t, nil)
 	harnessExec(t, e.direct(),
@@ -26,7 +28,7 @@ func TestStoredUtilityStatementReplacedByAFunctionIsChecked(t *testing.T) {
 			RETURN 1;
 		END $$`)
 	n := 0
-	for _, utility := range []string{"SHOW work_mem", "SAVEPOINT x", "SET application_name = 'x'", "RESET application_name", "COMMIT"} {
+	for _, utility := range []string{"SHOW work_mem", "SET application_name = 'x'", "RESET application_name"} {
 		for _, how := range []string{"sql-execute", "bind-execute"} {
 			t.Run(utility+"/"+how, func(t *testing.T) {
 				mustExec(t, connect(t, e.direct(), pgx.QueryExecModeExec), "UPDATE accounts SET balance = 0 WHERE id = 1")

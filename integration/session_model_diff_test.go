@@ -1273,6 +1273,11 @@ var smRegressions = []struct {
 	// transaction): the unit's Bind of a statement that does not exist
 	// waits for it, and then gets the server's own answer.
 	{"probe-in-flight-in-aborted-transaction", smSeq{steps: []smStep{{smQ("BEGIN ISOLATION LEVEL REPEATABLE READ")}, {smQ("DISCARD ALL")}, {smClose('P', "c2"), smBind("", "", "3"), smSync}}}},
+	// Transaction control prepared under a name runs with nothing in front
+	// of it: BEGIN ISOLATION LEVEL after a check fails (25001), and COMMIT
+	// in a transaction that may be aborted must reach the server as such.
+	{"token-named-begin-isolation-level", smSeq{token: true, steps: []smStep{{smQ("SET lock.fencing_token = 200")}, {smParse("s2", "BEGIN ISOLATION LEVEL REPEATABLE READ"), smBind("p1", "s2"), smExec("p1", 0), smSync}}}},
+	{"token-named-commit-after-error", smSeq{token: true, steps: []smStep{{smQ("SET LOCAL lock.fencing_token = 250"), smParse("", "START TRANSACTION READ ONLY"), smBind("c2", ""), smExec("c2", 0), smSync}, {smQ("FETCH FIRST IN c1"), smParse("s1", "COMMIT"), smBind("", "s1"), smSync}}}},
 	// Left as a documented difference (docs/transparency.md), not a case
 	// here: with a token, the check in front of a Query replaces the
 	// client's unnamed portal even when the client's statement then fails

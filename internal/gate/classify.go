@@ -136,6 +136,11 @@ type Statement struct {
 	// transaction block, running nothing: DECLARE without WITH HOLD, LOCK.
 	NeedsTxnBlock bool
 
+	// TxnSetting is set for SET TRANSACTION … and SET SESSION
+	// CHARACTERISTICS AS TRANSACTION …, which must come before any query of
+	// their transaction.
+	TxnSetting bool
+
 	// CopyFrom is set for COPY … FROM (STDIN, a file or a program).
 	CopyFrom bool
 	// CopyIn is set for COPY … FROM STDIN: the server then reads copy data
@@ -437,6 +442,7 @@ func classifySet(s *pg_query.VariableSetStmt, st *Statement) {
 		st.SetsFenceSetting, st.SetsLexing = true, true
 	case pg_query.VariableSetKind_VAR_SET_MULTI:
 		// SET TRANSACTION …; SET SESSION CHARACTERISTICS AS TRANSACTION …
+		st.TxnSetting = true
 		if s.Name == "TRANSACTION" && hasOption(s.Args, "transaction_read_only") {
 			st.ReadOnly = true
 		}

@@ -251,15 +251,13 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if r := s.tableNamesUnsure(run.Writes); r != nil {
 		return action{kind: actRaise, refuse: *r}
 	}
-	byName := s.replaceable(st, run)
+	byName := s.replaceable(st, run) && !run.txnControl()
 	switch run.Kind {
 	case Commit:
 		if run.PreparesTxn && s.fencingPossible() {
 			return raise(codeCannotFence, msgPrepareTxn)
 		}
-		if !byName {
-			return action{}
-		}
+		return action{}
 	case NoTxnBlock, DiscardAll:
 		if run.Kind == NoTxnBlock && (dir.Token != 0 || s.cfg.protection(run.Writes).found) {
 			return raise(codeCannotFence, fmtFirstWords(msgCannotFenceFn, run.Text))
@@ -331,6 +329,22 @@ func (s *Session) decideOne(st, run *Statement) action {
 // hand-over), which must not be checked under the token it replaces.
 func (s *Session) replaceable(st, run *Statement) bool {
 	return run != st || s.byName
+}
+
+// txnControl reports whether st controls the transaction: BEGIN, COMMIT,
+// ROLLBACK, savepoints, SET TRANSACTION or SESSION CHARACTERISTICS. Nothing
+// may run before some of them in their transaction (SET TRANSACTION
+// ISOLATION LEVEL, BEGIN ISOLATION LEVEL in an implicit transaction that
+// ran a check: 25001), and in an aborted transaction they run where a check
+// cannot (25P02), so no check goes in front of them even by name: the
+// replacement of such a name by a function stays out of reach (README,
+// "What fencing covers").
+func (st *Statement) txnControl() bool {
+	switch st.Kind {
+	case Begin, Commit, Rollback, RollbackTo, Savepoint, Release:
+		return true
+	}
+	return st.TxnSetting
 }
 
 // bytesAsUTF8 reports whether the server reads the session's text as the

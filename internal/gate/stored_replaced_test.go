@@ -9,14 +9,15 @@ import "testing"
 // statement that runs by such a name (SQL EXECUTE, FETCH, MOVE; the
 // Execute of a portal that has a name or is bound to a named statement) is
 // therefore checked where the session may carry a token even when what the
-// proxy knows under the name needs no check by itself (SHOW, SET, SAVEPOINT,
-// BEGIN, the hand-over set_config …): what runs may be a write. The unnamed
-// statement and portal cannot be made by SQL, and stay as they were.
+// proxy knows under the name needs no check by itself (SHOW, SET x …): what
+// runs may be a write. The unnamed statement and portal cannot be made by
+// SQL, and stay as they were. Transaction control (BEGIN, COMMIT, ROLLBACK,
+// savepoints, SET TRANSACTION) and what sets the token stay unchecked by
+// name: nothing may run before some of them in their transaction, and a
+// check under the old token would refuse a new holder's hand-over.
 func TestTranscriptsStoredStatementMayBeReplaced(t *testing.T) {
 	const check = "CALL fence.check('', '', '', '', false, true);"
-	for _, text := range []string{
-		"SHOW work_mem", "SET application_name = 'x'", "SAVEPOINT x", "BEGIN", "COMMIT", "ROLLBACK",
-	} {
+	for _, text := range []string{"SHOW work_mem", "SET application_name = 'x'"} {
 		t.Run("sql_execute/"+text, func(t *testing.T) {
 			replay(t, nil, true, []step{
 				{send: parse("s", text)}, {send: syncMsg()}, {replies: "1Z", status: 'I', seen: "1Z"},
@@ -46,11 +47,10 @@ func TestTranscriptsStoredStatementMayBeReplaced(t *testing.T) {
 			})
 		})
 	}
-	for _, text := range []string{"SET lock.fencing_token = 43", "RESET lock.fencing_token", "SELECT pg_catalog.set_config('lock.fencing_token', '43', false)"} {
-		// What sets the token stays unchecked by name: a check under the
-		// old token would refuse a new holder's hand-over (see
-		// Session.replaceable).
-		t.Run("sets_the_token_by_name_unchecked/"+text, func(t *testing.T) {
+	for _, text := range []string{"SET lock.fencing_token = 43", "RESET lock.fencing_token", "SELECT pg_catalog.set_config('lock.fencing_token', '43', false)",
+		"SAVEPOINT x", "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ", "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", "COMMIT", "ROLLBACK"} {
+		// See Session.replaceable and Statement.txnControl.
+		t.Run("unchecked_by_name/"+text, func(t *testing.T) {
 			replay(t, nil, true, []step{
 				{send: parse("s", text)}, {send: syncMsg()}, {replies: "1Z", status: 'I', seen: "1Z"},
 				{send: bind("", "s")}, {send: exec("")},
