@@ -322,11 +322,11 @@ func (s *Session) decideOne(st, run *Statement) action {
 // the proxy cannot see into, can DEALLOCATE or CLOSE it and PREPARE or
 // DECLARE a query or DML statement under the same name; so what runs there
 // is checked, where the session may carry a token, even when the statement
-// the proxy knows under the name (SHOW, SET, SAVEPOINT, COMMIT, the
-// hand-over set_config …) would need no check. The unnamed statement and
-// portal cannot be made by SQL. Not covered: a statement the proxy knows as
-// one that sets lock.fencing_token or lock.resource (SET, RESET, the
-// hand-over), which must not be checked under the token it replaces.
+// the proxy knows under the name (SHOW, SET x …) would need no check. The
+// unnamed statement and portal cannot be made by SQL. Not covered: a
+// statement the proxy knows as one that sets lock.fencing_token or
+// lock.resource (SET, RESET, the hand-over), which must not be checked under
+// the token it replaces, and transaction control (see txnControl).
 func (s *Session) replaceable(st, run *Statement) bool {
 	return run != st || s.byName
 }
