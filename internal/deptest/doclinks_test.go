@@ -158,3 +158,24 @@ func TestReadmeShape(t *testing.T) {
 		t.Errorf("README's first two commands are %q, want %q", commands, want)
 	}
 }
+
+// TestDocsIndexComplete checks that docs/README.md links every page in docs/,
+// so that no reference page is reachable only by knowing its name.
+func TestDocsIndexComplete(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "docs", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, m := range mdLink.FindAllStringSubmatch(string(b), -1) {
+		path, _, _ := strings.Cut(m[1], "#")
+		linked[path] = true
+	}
+	for _, file := range markdownFiles(t, root) {
+		name := filepath.Base(file)
+		if filepath.Dir(file) == "docs" && name != "README.md" && !linked[name] {
+			t.Errorf("docs/README.md does not link docs/%s", name)
+		}
+	}
+}
