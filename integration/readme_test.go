@@ -126,16 +126,17 @@ func TestReadmeWithYourDatabase(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	checkStaleWriteSession(t, string(out))
 
-	// PGOPTIONS with the stale token 41, then SET LOCAL with a new one, 43.
+	// PGOPTIONS with the stale token 41, then SET LOCAL with 43, then a
+	// comment with 44.
 	got, _ := shell(proxy.Replace(readmeBlock(t, "carry-token")))
 	if !strings.Contains(got, staleWriteError) {
 		t.Fatalf("PGOPTIONS with a stale token: output lacks %q:\n%s\nserve's log:\n%s", staleWriteError, got, logs)
 	}
-	if m := harness.Mark(t, direct, "accounts/1"); m != 43 {
-		t.Fatalf("mark of accounts/1 = %d after SET LOCAL lock.fencing_token = 43, want 43:\n%s", m, got)
+	if m := harness.Mark(t, direct, "accounts/1"); m != 44 {
+		t.Fatalf("mark of accounts/1 = %d after SET LOCAL with token 43 and a comment with 44, want 44:\n%s", m, got)
 	}
-	if balance := queryInt(t, direct, "SELECT balance FROM accounts WHERE id = 1"); balance != 91 {
-		t.Fatalf("balance %d, want 91 (90, the stale write refused, then +1 under token 43):\n%s", balance, got)
+	if balance := queryInt(t, direct, "SELECT balance FROM accounts WHERE id = 1"); balance != 92 {
+		t.Fatalf("balance %d, want 92 (90, the stale write refused, then +1 under token 43 and +1 under 44):\n%s", balance, got)
 	}
 
 	// Fence an unchanged program: psql under lock run, through serve.
@@ -151,7 +152,7 @@ func TestReadmeWithYourDatabase(t *testing.T) {
 	if m := harness.Mark(t, direct, "nightly-report"); m <= 0 {
 		t.Fatalf("mark of nightly-report = %d: psql under lock run was not fenced", m)
 	}
-	if rows := queryInt(t, direct, "SELECT count(*) FROM reports WHERE balance = 91"); rows != 1 {
+	if rows := queryInt(t, direct, "SELECT count(*) FROM reports WHERE balance = 92"); rows != 1 {
 		t.Fatalf("%d report rows, want 1", rows)
 	}
 }
