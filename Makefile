@@ -7,7 +7,7 @@ build:
 	$(GO) build -o bin/fenceproxy ./cmd/fenceproxy
 
 ## test: vet + unit + integration (needs PostgreSQL server binaries and the
-## driver matrix's drivers: test-deps installs what is missing; see README).
+## driver matrix's drivers: test-deps installs what is missing; see docs/development.md).
 ## -p 1: packages that start their own PostgreSQL and etcd run one at a time, so
 ## that latency assertions (cancel within 1 s, loss within one renewal) hold on 2 cores.
 test: vet test-deps

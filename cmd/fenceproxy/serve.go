@@ -27,7 +27,7 @@ listen address; database, user and password pass through to the upstream.
 Settings come from, weakest first: defaults, the YAML file given by --config,
 the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags. Fencing
 policy (default_resource, resources, reads, admin_dsn), TLS, limits and
-timeouts live in the file; see the README's configuration reference.
+timeouts live in the file; see docs/configuration.md.
 
 SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
 finish within shutdown_timeout, exit 0. SIGHUP: re-read tls_cert and tls_key.
@@ -210,7 +210,7 @@ func verifyStore(ctx context.Context, dsn string, log *slog.Logger) {
 }
 
 // warnTLS logs, at start-up, what TLS to the upstream means for clients
-// (README, "TLS"): PostgreSQL's hostssl/hostnossl rules judge the proxy's
+// (docs/security.md, "TLS and authentication"): PostgreSQL's hostssl/hostnossl rules judge the proxy's
 // connection, not the client's; and SCRAM over TLS on both legs needs
 // channel_binding=disable.
 func warnTLS(log *slog.Logger, clientTLS string, pcfg pgwire.Config) {
@@ -219,10 +219,10 @@ func warnTLS(log *slog.Logger, clientTLS string, pcfg pgwire.Config) {
 	}
 	if clientTLS != "require" {
 		log.Warn("upstream_tls is on but client_tls is not require: PostgreSQL's pg_hba.conf hostssl/hostnossl rules see the proxy's TLS connection, "+
-			"so a plaintext client is admitted where they would refuse it; set client_tls: require (see the README)",
+			"so a plaintext client is admitted where they would refuse it; set client_tls: require (see docs/security.md)",
 			"client_tls", clientTLS, "upstream_tls", string(pcfg.UpstreamTLS))
 	}
 	if pcfg.TLS != nil {
-		log.Info("TLS on both legs: SCRAM clients connecting with TLS need channel_binding=disable (see the README)")
+		log.Info("TLS on both legs: SCRAM clients connecting with TLS need channel_binding=disable (see docs/security.md)")
 	}
 }

@@ -27,7 +27,7 @@ func Binary(t testing.TB) string {
 // (go.etcd.io/etcd/server/v3, a tool in go.mod) once per test package and
 // returns its path. Tests that must kill or freeze etcd members run it as
 // separate processes; the version is the one the lock client is built and
-// tested against (see the README's supported versions).
+// tested against (docs/lockclient.md, "Supported etcd versions").
 func EtcdBinary(t testing.TB) string {
 	t.Helper()
 	return Build(t, "go.etcd.io/etcd/server/v3")

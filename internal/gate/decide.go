@@ -337,8 +337,8 @@ func (s *Session) replaceable(st, run *Statement) bool {
 // ISOLATION LEVEL, BEGIN ISOLATION LEVEL in an implicit transaction that
 // ran a check: 25001), and in an aborted transaction they run where a check
 // cannot (25P02), so no check goes in front of them even by name: the
-// replacement of such a name by a function stays out of reach (README,
-// "What fencing covers").
+// replacement of such a name by a function stays out of reach (docs/security.md,
+// "What fencing covers and what it does not").
 func (st *Statement) txnControl() bool {
 	switch st.Kind {
 	case Begin, Commit, Rollback, RollbackTo, Savepoint, Release:

@@ -36,7 +36,7 @@
 //
 // Statement-level, not row-level: a row-level PL/pgSQL trigger multiplies a
 // COPY's time many times over; a statement trigger costs the same for one
-// row or a million (README, "The legacy guard", has the measurements).
+// row or a million (docs/guard.md, "What it costs", has the measurements).
 //
 // # Concurrency
 //

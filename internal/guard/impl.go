@@ -47,7 +47,7 @@ func (r *runner) implementation(ctx context.Context, mode string) error {
 		if impl == "c" {
 			return nil
 		}
-		r.note("not a superuser: fence.guard is PL/pgSQL; a superuser can install the cheaper C guard (fenceproxy protect --guard c, see the README)")
+		r.note("not a superuser: fence.guard is PL/pgSQL; a superuser can install the cheaper C guard (fenceproxy protect --guard c, see docs/guard.md)")
 		return plpgsql()
 	}
 	err := r.savepoint(ctx, hwm.CGuardSQL, impl != "c")

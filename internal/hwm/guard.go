@@ -127,7 +127,7 @@ END
 // anything else asks fence.passed, which returns true only after a check.
 //
 // It runs on every write statement to a protected table, so it is kept
-// cheap (see "The legacy guard" in the README for the measurements): no SET
+// cheap (docs/guard.md, "What it costs", has the measurements): no SET
 // clause (a function with one saves and restores search_path on every call,
 // about a third of the trigger's cost), xids compared as xids rather than
 // through text. Without the pinned search_path the caller's search_path is
@@ -159,8 +159,8 @@ END
 `
 
 // The C guard: ext/fence_guard builds a shared library whose function makes
-// guardBody's decision in C, without a PL/pgSQL call or an SPI query (the
-// README's "What it costs" has both measured): the same fast path, then
+// guardBody's decision in C, without a PL/pgSQL call or an SPI query (docs/guard.md,
+// "What it costs", has both measured): the same fast path, then
 // fence.passed, then 55Z02. fenceproxy protect, as a superuser (only a
 // superuser may create a C function), swaps fence.guard to it with CREATE
 // OR REPLACE, which keeps the function's oid, owner and grants, so every
@@ -316,7 +316,7 @@ END
 // superuser can change them, and status and verify check fence.guard and
 // fence.passed. Names a function's body uses are not dependencies (except
 // in a SQL-standard body): replacing a function that another function
-// calls is out of reach (README).
+// calls is out of reach (docs/guard.md).
 const ddlRelationsBody = `
 WITH RECURSIVE obj(classid, objid) AS (
 	SELECT p_classid, p_objid WHERE p_classid <> 'pg_catalog.pg_namespace'::pg_catalog.regclass
@@ -505,7 +505,7 @@ END
 // it, and it cannot run in a transaction block, so no check can come before
 // it in its transaction. On a guarded relation it is refused here, before
 // anything: the fix is the form without CONCURRENTLY in a checked
-// transaction. (DROP INDEX needs no check, concurrently or not: README.)
+// transaction. (DROP INDEX needs no check, concurrently or not: docs/guard.md.)
 //
 // Here pg_event_trigger_ddl_commands() is not available, only TG_TAG and
 // the text. The text is reliable for these commands: they refuse to run

@@ -28,7 +28,7 @@
 // and its validity deadline is the send time of its own keep-alive. With a
 // shared lease, one failed keep-alive stream would lose every lock of the
 // process at once, and a per-acquire TTL could not exist. The measured cost
-// is in the README ("Lease per grant, not a shared lease").
+// is in docs/lockclient.md ("Lease per grant, not a shared lease").
 //
 // # Waiting
 //
