@@ -151,6 +151,7 @@ func (s *Session) functionCall() Decision {
 	}
 	s.setMaybe()
 	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
+	s.trust = 0 // the function may set the fencing settings, or end the transaction
 	s.reg.distrust()
 	return Decision{After: s.endUnit(slot{kind: slotFunctionCall})}
 }
