@@ -32,6 +32,15 @@ type Config struct {
 	// read advances the mark, shutting out the old holder at once) or
 	// "check" (reads only check the mark).
 	Reads string `yaml:"reads"`
+	// TokenScope is "session" (default: lock.fencing_token and
+	// lock.resource count wherever PostgreSQL has them, also when set for
+	// the session or at startup) or "transaction": only what each
+	// transaction sets itself (SET LOCAL, set_config with is_local true) or
+	// a statement's comment counts; session-level values are refused. Use
+	// "transaction" whenever a transaction-mode pooler (PgBouncer
+	// pool_mode = transaction) is in front of the proxy or behind it
+	// (docs/topologies.md).
+	TokenScope string `yaml:"token_scope"`
 	// AdminDSN, when set, lets the proxy verify the fence store at start-up
 	// and log what is missing. The proxy never installs it.
 	AdminDSN string `yaml:"admin_dsn"`
@@ -106,10 +115,11 @@ type Resource struct {
 // Default returns the configuration used when nothing overrides it.
 func Default() Config {
 	return Config{
-		Listen:   "127.0.0.1:6432",
-		Upstream: "127.0.0.1:5432",
-		Reads:    "advance",
-		Relay:    "loop",
+		Listen:     "127.0.0.1:6432",
+		Upstream:   "127.0.0.1:5432",
+		Reads:      "advance",
+		TokenScope: "session",
+		Relay:      "loop",
 
 		GuardVerify: "warn",
 
@@ -211,6 +221,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Reads != "advance" && c.Reads != "check" {
 		return fmt.Errorf("config: reads: %q is neither \"advance\" nor \"check\"", c.Reads)
+	}
+	if c.TokenScope != "session" && c.TokenScope != "transaction" {
+		return fmt.Errorf("config: token_scope: %q is neither \"session\" nor \"transaction\"", c.TokenScope)
 	}
 	if err := c.validateTLS(); err != nil {
 		return err

@@ -175,10 +175,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 // fencingConfig turns the file's resources into the gate's policy.
 func fencingConfig(cfg config.Config) *gate.Config {
 	g := &gate.Config{
-		Analyzer:        gate.NewAnalyzer(pgwire.DefaultAnalyzerCacheSize),
-		DefaultResource: cfg.DefaultResource,
-		ReadsCheckOnly:  cfg.Reads == "check",
-		Tables:          map[gate.TableRef]gate.Protection{},
+		Analyzer:          gate.NewAnalyzer(pgwire.DefaultAnalyzerCacheSize),
+		DefaultResource:   cfg.DefaultResource,
+		ReadsCheckOnly:    cfg.Reads == "check",
+		TransactionTokens: cfg.TokenScope == "transaction",
+		Tables:            map[gate.TableRef]gate.Protection{},
 	}
 	for _, t := range cfg.Tables() {
 		ref := gate.TableRef{Schema: t.Table.Schema, Name: t.Table.Name}

@@ -16,9 +16,10 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 )
 
-// PgBouncer is a PgBouncer process in session mode on a loopback port, in
-// front of one PostgreSQL cluster: the pooler a user would otherwise put in
-// front of PostgreSQL, for side-by-side measurements.
+// PgBouncer is a PgBouncer process on a loopback port, in front of one
+// PostgreSQL cluster or of anything that speaks its protocol (a proxy): the
+// pooler a user would otherwise put in front of PostgreSQL, for
+// side-by-side measurements and for the topology tests.
 type PgBouncer struct {
 	Host string
 	Port int
@@ -48,6 +49,20 @@ func pgbouncerPath() (string, error) {
 // refuses to run as root.
 func StartPgBouncer(t testing.TB, pg *pgcluster.Cluster) *PgBouncer {
 	t.Helper()
+	return StartPgBouncerWith(t, PgBouncerConfig{Upstream: pg.Addr(), PoolMode: "session", PoolSize: 100})
+}
+
+// PgBouncerConfig says where a PgBouncer connects and how it pools.
+type PgBouncerConfig struct {
+	Upstream string // host:port of every database's server: PostgreSQL, or a proxy
+	PoolMode string // pool_mode: "session" or "transaction"
+	PoolSize int    // default_pool_size: server connections per database and user
+}
+
+// StartPgBouncerWith starts PgBouncer as StartPgBouncer does, with c's
+// upstream, pool mode and pool size.
+func StartPgBouncerWith(t testing.TB, c PgBouncerConfig) *PgBouncer {
+	t.Helper()
 	bin, err := pgbouncerPath()
 	if err != nil {
 		t.Fatalf("harness: %v", err)
@@ -66,7 +81,7 @@ func StartPgBouncer(t testing.TB, pg *pgcluster.Cluster) *PgBouncer {
 	p := &PgBouncer{Host: "127.0.0.1", Port: port, Log: filepath.Join(dir, "pgbouncer.log")}
 	conf := filepath.Join(dir, "pgbouncer.ini")
 	writeFile(t, filepath.Join(dir, "userlist.txt"), fmt.Sprintf("%q \"\"\n", pgcluster.Superuser))
-	writeFile(t, conf, p.config(pg, dir))
+	writeFile(t, conf, p.config(c, dir))
 	cmd := exec.Command(bin, conf)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
@@ -98,13 +113,17 @@ func StartPgBouncer(t testing.TB, pg *pgcluster.Cluster) *PgBouncer {
 	return p
 }
 
+// Addr is the host:port PgBouncer listens on.
+func (p *PgBouncer) Addr() string { return p.addr() }
+
 func (p *PgBouncer) addr() string { return net.JoinHostPort(p.Host, strconv.Itoa(p.Port)) }
 
-// config is a pgbouncer.ini: session pooling, every database of pg, no
+// config is a pgbouncer.ini: c's pooling, every database at c.Upstream, no
 // Unix socket, logs in dir.
-func (p *PgBouncer) config(pg *pgcluster.Cluster, dir string) string {
+func (p *PgBouncer) config(c PgBouncerConfig, dir string) string {
+	host, port, _ := net.SplitHostPort(c.Upstream)
 	return fmt.Sprintf(`[databases]
-* = host=127.0.0.1 port=%d
+* = host=%s port=%s
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -114,14 +133,14 @@ pidfile =
 logfile = %s
 auth_type = trust
 auth_file = %s
-pool_mode = session
+pool_mode = %s
 max_client_conn = 300
-default_pool_size = 100
+default_pool_size = %d
 log_connections = 0
 log_disconnections = 0
 ignore_startup_parameters = extra_float_digits,options
 server_tls_sslmode = disable
-`, pg.Port, p.Port, p.Log, filepath.Join(dir, "userlist.txt"))
+`, host, port, p.Port, p.Log, filepath.Join(dir, "userlist.txt"), c.PoolMode, c.PoolSize)
 }
 
 // unprivileged is the account PostgreSQL's cluster runs as under root.

@@ -123,6 +123,17 @@ type Statement struct {
 	// Local is set for SET LOCAL (and RESET is never local).
 	Local bool
 
+	// FenceLocal has a bit (fenceToken, fenceResource) for each fencing
+	// setting the statement sets for the current transaction only: SET
+	// LOCAL to a value, or a SELECT of nothing but set_config calls with
+	// constant names and a constant true is_local. FenceReset has one for
+	// each it sets back to the server's default (RESET, SET … TO DEFAULT,
+	// RESET ALL, DISCARD ALL). FenceSession: the statement may set one
+	// for the rest of the session (SET without LOCAL, any other
+	// set_config form); opaque code is not counted here.
+	FenceLocal, FenceReset uint8
+	FenceSession           bool
+
 	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
 	// transaction that declared it, once that transaction commits.
 	Hold bool
@@ -273,6 +284,7 @@ func classify(n *pg_query.Node) Statement {
 	st.Kind = classifyRoot(n, &w, &st)
 	st.Writes = dedupe(append(w.writes, ddlWrites(n)...))
 	st.SetsFenceSetting = st.SetsFenceSetting || w.setsFence
+	st.FenceSession = st.SetsFenceSetting && !st.Opaque && !w.opaque && !fenceScoped(n, &st)
 	st.SetsLexing = st.SetsLexing || w.setsLexing
 	st.Opaque = st.Opaque || w.opaque
 	st.TouchesFence = st.TouchesFence || w.fenceOther || touchesFenceRels(&w, st.Kind == Read && n.GetLockStmt() == nil)
@@ -533,3 +545,92 @@ const (
 // cursorOptHold is CURSOR_OPT_HOLD of PostgreSQL's parsenodes.h: the
 // DeclareCursorStmt option bit of WITH HOLD.
 const cursorOptHold = 0x0020
+
+// Bits of Statement.FenceLocal and FenceReset.
+const (
+	fenceToken    uint8 = 1 << iota // lock.fencing_token
+	fenceResource                   // lock.resource
+)
+
+// fenceBit returns the bit of a fencing setting's name, 0 for other names.
+func fenceBit(name string) uint8 {
+	switch {
+	case strings.EqualFold(name, settingToken):
+		return fenceToken
+	case strings.EqualFold(name, settingResource):
+		return fenceResource
+	}
+	return 0
+}
+
+// fenceScoped reports whether every change n makes to the fencing settings
+// is known to last only for the current transaction, or to set them back
+// to the server's default, and records which in st.
+func fenceScoped(n *pg_query.Node, st *Statement) bool {
+	switch s := n.Node.(type) {
+	case *pg_query.Node_VariableSetStmt:
+		v := s.VariableSetStmt
+		switch v.Kind {
+		case pg_query.VariableSetKind_VAR_RESET_ALL:
+			st.FenceReset = fenceToken | fenceResource
+			return true
+		case pg_query.VariableSetKind_VAR_RESET, pg_query.VariableSetKind_VAR_SET_DEFAULT:
+			st.FenceReset = fenceBit(v.Name)
+			return true
+		case pg_query.VariableSetKind_VAR_SET_VALUE:
+			st.FenceLocal = fenceBit(v.Name)
+			return v.IsLocal
+		}
+		return false
+	case *pg_query.Node_DiscardStmt:
+		st.FenceReset = fenceToken | fenceResource
+		return true
+	case *pg_query.Node_SelectStmt:
+		bits, ok := localSetConfigs(s.SelectStmt)
+		st.FenceLocal = bits
+		return ok
+	}
+	return false
+}
+
+// localSetConfigs returns the fencing settings set by sel when sel is a
+// SELECT of nothing but set_config(name, value, is_local) calls, each with
+// a constant name and a constant true is_local (set for the current
+// transaction only), and ok false for any other statement.
+func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, ok bool) {
+	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
+		len(sel.TargetList) == 0 || len(sel.ValuesLists) > 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil {
+		return 0, false
+	}
+	for _, t := range sel.TargetList {
+		fc := t.GetResTarget().GetVal().GetFuncCall()
+		if fc == nil || !strings.EqualFold(lastName(fc.Funcname), "set_config") || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil {
+			return 0, false
+		}
+		name, okName := constString(fc.Args[0])
+		if !okName || !constTrue(fc.Args[2]) {
+			return 0, false
+		}
+		bits |= fenceBit(name)
+	}
+	return bits, true
+}
+
+// constTrue reports whether n is a constant that reads as boolean true:
+// true, or a string such as 'true', 'on' or 't'.
+func constTrue(n *pg_query.Node) bool {
+	c := n.GetAConst()
+	if c == nil || c.Isnull {
+		return false
+	}
+	if b := c.GetBoolval(); b != nil {
+		return b.Boolval
+	}
+	if v, ok := constString(n); ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "t", "tr", "tru", "true", "y", "ye", "yes", "on", "1":
+			return true
+		}
+	}
+	return false
+}

@@ -17,6 +17,16 @@ type Config struct {
 	Tables map[TableRef]Protection
 	// ReadsCheckOnly makes reads check the mark without advancing it.
 	ReadsCheckOnly bool
+	// TransactionTokens trusts lock.fencing_token and lock.resource only
+	// where the current transaction set them (SET LOCAL, or set_config
+	// with is_local true), for a proxy with a transaction-mode pooler on
+	// either side (config token_scope: transaction; docs/topologies.md):
+	// there one server connection serves many clients, and a value set at
+	// session level may be another client's. A session-level SET of
+	// either, or a startup option naming them, is refused (55Z05), and a
+	// check that would read a value its transaction did not set refuses
+	// instead.
+	TransactionTokens bool
 }
 
 // Protection is what the config says about one table.

@@ -16,6 +16,7 @@ const (
 	codeCannotParse    = sqlstate.SyntaxError             // text the gate could not analyse, with fencing possible
 	codeReservedName   = sqlstate.ReservedName            // a name of the proxy's own statements
 	codeUnknownStmt    = sqlstate.InvalidSQLStatementName // a statement the proxy does not know
+	codeSessionToken   = sqlstate.SessionToken            // a session-level fencing setting under token_scope: transaction
 	msgFenceWrite      = "fenceproxy: schema fence holds the fencing high-water marks and cannot be written or altered through the proxy"
 	msgCannotFenceFn   = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
 	msgReserved        = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
@@ -29,6 +30,22 @@ const (
 	msgPrepareTxn      = "fenceproxy: PREPARE TRANSACTION cannot run in a session that may carry a fencing token: a transaction that passed a fence check holds its resource's high-water mark locked, and a prepared one would hold it until COMMIT PREPARED or ROLLBACK PREPARED, blocking every later holder; commit or roll back instead"
 	msgStoredNoTxn     = "fenceproxy: %s prepared under a name, or bound to a named portal, cannot run in a session that may carry a fencing token: a function may have replaced it under that name by a write, and it cannot run after a check in its transaction; send it as a simple Query, or prepare it unnamed"
 	msgUnknownStmtFmt  = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
+)
+
+// Refusals under Config.TransactionTokens (token_scope: transaction).
+var (
+	refusalSessionSet = refusal{
+		code:    codeSessionToken,
+		message: "fenceproxy: lock.fencing_token and lock.resource cannot be set for the session here",
+		detail:  "The proxy runs with token_scope: transaction, for a transaction-mode pooler beside it: a value set for the session would stay on a server connection that other clients get next.",
+		hint:    "Set it inside the transaction with SET LOCAL (or set_config(name, value, true)), or carry it in a /* fencing_token=N resource=R */ comment.",
+	}
+	refusalSessionRead = hwm.Refusal{
+		Code:    codeSessionToken,
+		Message: "fenceproxy: lock.fencing_token or lock.resource is set on this server connection, but not by this transaction",
+		Detail:  "The proxy runs with token_scope: transaction, for a transaction-mode pooler beside it: a value this transaction did not set (at session level, by a role or database default, or by code the proxy cannot see) may be another client's, so the check refuses to read it.",
+		Hint:    "Set lock.fencing_token and lock.resource inside each transaction with SET LOCAL, in a statement of their own, or carry them in a /* fencing_token=N resource=R */ comment; RESET them where they were set for the session.",
+	}
 )
 
 // checkKey identifies what a check covered, so that a later statement of the
@@ -58,10 +75,19 @@ func coversTables(k, n string) bool {
 	return true
 }
 
-// refusal is an error the gate makes the server raise.
-type refusal struct{ code, message string }
+// refusal is an error the gate makes the server raise, with the detail and
+// hint PostgreSQL's own errors carry, where it has them.
+type refusal struct{ code, message, detail, hint string }
 
-func (r *refusal) sql() []byte { return hwm.AppendRaise(nil, r.code, r.message) }
+func (r *refusal) sql() []byte { return r.append(nil) }
+
+// append appends the statement that raises r.
+func (r *refusal) append(dst []byte) []byte {
+	if r.detail == "" && r.hint == "" {
+		return hwm.AppendRaise(dst, r.code, r.message)
+	}
+	return hwm.AppendRefusal(dst, hwm.Refusal{Code: r.code, Message: r.message, Detail: r.detail, Hint: r.hint})
+}
 
 // analysis is the outcome of looking at a text before deciding.
 type analysis struct {
@@ -96,7 +122,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 		return analysis{wait: true} // standard_conforming_strings or client_encoding may be changing
 	}
 	if why := s.settings.unsafe(sql); why != "" {
-		return s.cannotAnalyse(&refusal{codeCannotFence, "fenceproxy: cannot fence this text, because " + why})
+		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: "fenceproxy: cannot fence this text, because " + why})
 	}
 	a, err := s.cfg.Analyzer.Analyze(sql)
 	if err == nil {
@@ -104,11 +130,11 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 	}
 	switch e := err.(type) {
 	case *TokenError:
-		return analysis{refuse: &refusal{e.SQLState(), "fenceproxy: " + e.Error()}}
+		return analysis{refuse: &refusal{code: e.SQLState(), message: "fenceproxy: " + e.Error()}}
 	case *DirectiveError:
-		return analysis{refuse: &refusal{e.SQLState(), "fenceproxy: " + e.Error()}}
+		return analysis{refuse: &refusal{code: e.SQLState(), message: "fenceproxy: " + e.Error()}}
 	case *ParseError:
-		r := &refusal{codeCannotParse, "fenceproxy: cannot analyse the statement to fence it: " + e.Message}
+		r := &refusal{code: codeCannotParse, message: "fenceproxy: cannot analyse the statement to fence it: " + e.Message}
 		switch {
 		case e.Code != "":
 			r.code = e.Code
@@ -118,7 +144,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 		}
 		return s.cannotAnalyse(r)
 	}
-	return s.cannotAnalyse(&refusal{codeCannotParse, "fenceproxy: cannot analyse the statement to fence it: " + err.Error()})
+	return s.cannotAnalyse(&refusal{code: codeCannotParse, message: "fenceproxy: cannot analyse the statement to fence it: " + err.Error()})
 }
 
 // cannotAnalyse refuses a text where fencing is possible; elsewhere the
@@ -139,6 +165,7 @@ type action struct {
 	args   hwm.CheckArgs
 	extra  []hwm.CheckArgs // actCheck: one more check per resource of the tables written
 	refuse refusal
+	guard  uint8 // actCheck: the settings the first check refuses to read (see Session.guardBits)
 }
 
 // checks returns the checks of an actCheck, in order; none otherwise.
@@ -156,7 +183,7 @@ const (
 )
 
 func raise(code, message string) action {
-	return action{kind: actRaise, refuse: refusal{code, message}}
+	return action{kind: actRaise, refuse: refusal{code: code, message: message}}
 }
 
 // decide returns what must run before st, and updates the unit's prediction
@@ -251,6 +278,9 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if r := s.tableNamesUnsure(run.Writes); r != nil {
 		return action{kind: actRaise, refuse: *r}
 	}
+	if s.cfg.TransactionTokens && run.FenceSession {
+		return action{kind: actRaise, refuse: refusalSessionSet}
+	}
 	byName := s.replaceable(st, run) && !run.txnControl()
 	switch run.Kind {
 	case Commit:
@@ -312,7 +342,27 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.configTextUnsure(args, extra) {
 		return raise(codeCannotFence, msgConfigEncoding)
 	}
-	return action{kind: actCheck, args: args, extra: extra}
+	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(dir)}
+}
+
+// guardBits returns, under Config.TransactionTokens, the fencing settings
+// a check with directives dir would read although the current transaction
+// did not set them: a value there was left on the server connection by
+// someone, maybe another client, so the check refuses when one is set
+// (hwm.AppendGuardedCall). A directive's token or resource is read
+// instead of the setting's.
+func (s *Session) guardBits(dir Directives) uint8 {
+	if !s.cfg.TransactionTokens {
+		return 0
+	}
+	var g uint8
+	if dir.Token == 0 && s.trust&fenceToken == 0 {
+		g |= fenceToken
+	}
+	if dir.Resource == "" && s.trust&fenceResource == 0 {
+		g |= fenceResource
+	}
+	return g
 }
 
 // replaceable reports whether run, which st runs, comes from a name that
@@ -390,7 +440,7 @@ func (s *Session) tableNamesUnsure(writes []TableRef) *refusal {
 	}
 	for _, w := range writes {
 		if !isASCII(w.Schema) || !isASCII(w.Name) {
-			return &refusal{codeCannotFence, msgConfigEncoding}
+			return &refusal{code: codeCannotFence, message: msgConfigEncoding}
 		}
 	}
 	return nil
@@ -431,7 +481,7 @@ func runDirectives(st, run Directives) (Directives, *refusal) {
 		err = &DirectiveError{Key: keyResource, Value: d.Resource, Reason: "conflicts with resource " + strconv.Quote(run.Resource) + " of the statement it runs"}
 	}
 	if err != nil {
-		return d, &refusal{err.SQLState(), "fenceproxy: " + err.Error()}
+		return d, &refusal{code: err.SQLState(), message: "fenceproxy: " + err.Error()}
 	}
 	return d, nil
 }
@@ -450,7 +500,7 @@ func (s *Session) executedDirectives(st *Statement) (Directives, *refusal) {
 	case p.opaque:
 		ps = s.opaqueRunOf(p)
 		if ps.unreadable {
-			return Directives{}, &refusal{codeCannotFence, msgLexChanged}
+			return Directives{}, &refusal{code: codeCannotFence, message: msgLexChanged}
 		}
 	case p.st != nil:
 		ps = p.st
@@ -459,7 +509,7 @@ func (s *Session) executedDirectives(st *Statement) (Directives, *refusal) {
 	}
 	if ps == nil {
 		if s.fencingPossible() || st.Directives.Token != 0 {
-			return Directives{}, &refusal{codeUnknownStmt, unknownMsg("prepared statement", st.execName)}
+			return Directives{}, &refusal{code: codeUnknownStmt, message: unknownMsg("prepared statement", st.execName)}
 		}
 		return Directives{}, nil
 	}
@@ -528,6 +578,14 @@ func (s *Session) after(st *Statement) {
 	}
 	if st.SetsLexing {
 		s.unit.lexing = true
+	}
+	switch {
+	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == RollbackTo, st.Kind == DiscardAll:
+		// The transaction ended, or a savepoint rollback (or code the
+		// proxy cannot see) may have undone what it set.
+		s.trust = 0
+	default:
+		s.trust = s.trust&^st.FenceReset | st.FenceLocal
 	}
 }
 
@@ -626,9 +684,13 @@ func stripLeadingComments(s string) string {
 // appendAction appends the statements of a, separated by "; ".
 func appendAction(dst []byte, a action) []byte {
 	if a.kind == actRaise {
-		return hwm.AppendRaise(dst, a.refuse.code, a.refuse.message)
+		return a.refuse.append(dst)
 	}
-	dst = hwm.AppendLiteralCall(dst, a.args)
+	if a.guard != 0 {
+		dst = hwm.AppendGuardedCall(dst, a.args, a.guard&fenceToken != 0, a.guard&fenceResource != 0, refusalSessionRead)
+	} else {
+		dst = hwm.AppendLiteralCall(dst, a.args)
+	}
 	for _, e := range a.extra {
 		dst = append(dst, "; "...)
 		dst = hwm.AppendLiteralCall(dst, e)

@@ -19,14 +19,14 @@ func (s *Session) extended() {
 // client's messages up to Sync, as for any failed message.
 func (s *Session) refuseExtended(r refusal) Decision {
 	s.extended()
-	return Decision{Drop: true, Before: s.injectRaise(hwm.AppendRaise(nil, r.code, r.message))}
+	return Decision{Drop: true, Before: s.injectRaise(r.sql())}
 }
 
 // parse records an extended-protocol statement; it exists for the gate once
 // the server confirms it with ParseComplete.
 func (s *Session) parse(name, sql string) Decision {
 	if reserved(name) {
-		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
 	}
 	unseen := s.lexUnseen()
 	s.extended()
@@ -42,7 +42,7 @@ func (s *Session) parse(name, sql string) Decision {
 // bind records which statement a portal runs. Parameters are not needed.
 func (s *Session) bind(portal, stmt string) Decision {
 	if reserved(portal) || reserved(stmt) {
-		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
 	}
 	p, found, wait := s.reg.lookup(regKey{name: stmt})
 	if wait {
@@ -53,7 +53,7 @@ func (s *Session) bind(portal, stmt string) Decision {
 			return d
 		}
 		if s.fencingPossible() && !s.settledAborted() {
-			return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("prepared statement", stmt)})
+			return s.refuseExtended(refusal{code: codeUnknownStmt, message: unknownMsg("prepared statement", stmt)})
 		}
 		p = &prepared{unknown: true} // refused at Execute if fencing is possible by then
 	}
@@ -109,7 +109,7 @@ func unknownMsg(what, name string) string {
 // describe records a Describe of a statement ('S') or portal ('P').
 func (s *Session) describe(kind byte, name string) Decision {
 	if reserved(name) {
-		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
 	}
 	s.extended()
 	if kind == 'S' {
@@ -124,7 +124,7 @@ func (s *Session) describe(kind byte, name string) Decision {
 // for the gate once the server confirms it with CloseComplete.
 func (s *Session) close(kind byte, name string) Decision {
 	if reserved(name) {
-		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
 	}
 	s.extended()
 	op := regOp{key: regKey{portal: kind != 'S', name: name}}
@@ -147,10 +147,11 @@ func (s *Session) sync() Decision {
 func (s *Session) functionCall() Decision {
 	s.beginUnit()
 	if s.fencingPossible() && !s.unit.checked {
-		return s.refuseQuery(refusal{codeCannotFence, msgFunctionCall}, nil)
+		return s.refuseQuery(refusal{code: codeCannotFence, message: msgFunctionCall}, nil)
 	}
 	s.setMaybe()
 	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
+	s.trust = 0 // the function may set the fencing settings, or end the transaction
 	s.reg.distrust()
 	return Decision{After: s.endUnit(slot{kind: slotFunctionCall})}
 }
@@ -158,7 +159,7 @@ func (s *Session) functionCall() Decision {
 // execute decides what must run before the Execute of portal.
 func (s *Session) execute(portal string) Decision {
 	if reserved(portal) {
-		return s.refuseExtended(refusal{codeReservedName, msgReserved})
+		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
 	}
 	p, found, wait := s.reg.lookup(regKey{portal: true, name: portal})
 	if wait {
@@ -221,7 +222,7 @@ func (s *Session) executeUnknown(portal string, found bool) Decision {
 		}
 	}
 	if s.fencingPossible() && (found || len(s.cfg.Tables) > 0) && !s.settledAborted() {
-		return s.refuseExtended(refusal{codeUnknownStmt, unknownMsg("portal", portal)})
+		return s.refuseExtended(refusal{code: codeUnknownStmt, message: unknownMsg("portal", portal)})
 	}
 	s.extended()
 	run := unknownRun()
@@ -269,12 +270,12 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 		if s.unreadableAsOpaque(p.text) {
 			return analysis{opaque: true}
 		}
-		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
+		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: msgLexChanged})
 	}
 	if p.lexUnseen && !s.fencingPossible() && lexRisky(p.text) && p.mayMatter() {
 		// See lexUnseen: in a session without fencing it passes, and a
 		// probe follows it.
-		return s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
+		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: msgLexChanged})
 	}
 	return s.analyzeKnown(p.text, p.mayMatter())
 }
@@ -303,12 +304,17 @@ func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 	switch act.kind {
 	case actCheck:
 		var msgs []pgproto3.FrontendMessage
-		for _, c := range act.checks() {
+		for i, c := range act.checks() {
+			if i == 0 && act.guard != 0 {
+				sql := hwm.AppendGuardedCall(nil, c, act.guard&fenceToken != 0, act.guard&fenceResource != 0, refusalSessionRead)
+				msgs = append(msgs, s.injected(slot{inj: true, check: true}, checkName, string(sql), nil, true)...)
+				continue
+			}
 			msgs = append(msgs, s.injectCheck(c)...)
 		}
 		return msgs
 	case actRaise:
-		return s.injectRaise(hwm.AppendRaise(nil, act.refuse.code, act.refuse.message))
+		return s.injectRaise(act.refuse.sql())
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func (s *Session) query(sql string) Decision {
 			// changed, or may have changed unseen (see lexUnseen),
 			// standard_conforming_strings or client_encoding: the server
 			// reports them only at Sync.
-			return s.refuseQuery(refusal{codeCannotFence, msgLexChanged}, nil)
+			return s.refuseQuery(refusal{code: codeCannotFence, message: msgLexChanged}, nil)
 		}
 		return s.waitQuery() // see lexUnseen
 	}
@@ -37,7 +37,7 @@ func (s *Session) query(sql string) Decision {
 		// Code the text did not show may have changed how the server reads
 		// this text (see lexUnseen): in a session without fencing it
 		// passes, and a probe follows it.
-		an = s.cannotAnalyse(&refusal{codeCannotFence, msgLexChanged})
+		an = s.cannotAnalyse(&refusal{code: codeCannotFence, message: msgLexChanged})
 	} else {
 		an = s.analyze(sql)
 	}
@@ -358,7 +358,7 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 		for _, op := range unnamed {
 			s.reg.send(op)
 		}
-		return s.refuseQuery(refusal{codeCannotFence, fmtFirstWords(msgCannotFenceOpen, st.Text)}, unnamed), true
+		return s.refuseQuery(refusal{code: codeCannotFence, message: fmtFirstWords(msgCannotFenceOpen, st.Text)}, unnamed), true
 	}
 	s.beginUnit()
 	s.pre = prePending

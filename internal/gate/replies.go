@@ -257,5 +257,9 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	}
 	s.txChecked = status == 'T' && u.endsChecked
 	s.txKey = u.key
+	s.txTrust = 0
+	if status == 'T' {
+		s.txTrust = u.trust
+	}
 	return v
 }

@@ -110,6 +110,15 @@ type Session struct {
 	txChecked bool // confirmed: the open transaction block has passed a check
 	txKey     checkKey
 
+	// Under Config.TransactionTokens: the fencing settings (fenceToken,
+	// fenceResource bits) the current transaction set itself, so that a
+	// check may read them (see Session.guardBits). trust is the
+	// prediction within the unit being sent, txTrust what the server
+	// confirmed for the open transaction block, lastTrust the prediction
+	// at the end of the last unit sent (a unit begun before it is
+	// answered waits, rather than guess whether its block is still open).
+	trust, txTrust, lastTrust uint8
+
 	// COPY … FROM STDIN (see copy.go). copyActive: the server answered
 	// CopyInResponse and the client has sent no CopyDone or CopyFail
 	// since. copyPending: a unit that may start COPY-in mode ended, and
@@ -172,9 +181,12 @@ func (s *Session) Client(m Msg) Decision {
 		return Decision{Fail: copyFailMsg(s.copyActive)}
 	}
 	if s.nameUnsafe(m.Name) || s.nameUnsafe(m.Portal) {
-		return s.refuseExtended(refusal{codeInvalidName, msgNameEncoding})
+		return s.refuseExtended(refusal{code: codeInvalidName, message: msgNameEncoding})
 	}
 	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
+	if s.trustUnknown(m.Type) {
+		return Decision{Wait: true}
+	}
 	d := s.client(m)
 	if m.Type == 'E' && !d.Wait {
 		s.unit.ran = true // whatever it runs, analysed or not
@@ -209,6 +221,22 @@ func (s *Session) client(m Msg) Decision {
 		return s.copyEnd()
 	}
 	return Decision{} // Flush, copy data, Terminate: no reply of their own
+}
+
+// trustUnknown reports whether a client message of type typ would begin a
+// unit whose fencing settings the gate cannot know yet, under
+// Config.TransactionTokens: an earlier unit, not yet answered, set some
+// for its transaction, and whether that transaction is still open when
+// this unit runs (so that they still hold) is the server's answer.
+func (s *Session) trustUnknown(typ byte) bool {
+	if !s.cfg.TransactionTokens || s.unit.open || s.lastTrust == 0 || s.slots.unitsInFlight == 0 {
+		return false
+	}
+	switch typ {
+	case 'Q', 'P', 'B', 'E', 'D', 'C', 'F':
+		return true
+	}
+	return false
 }
 
 // fencingPossible reports whether a statement may need a check: the session
@@ -270,6 +298,10 @@ func (s *Session) beginUnit() {
 		s.unit.checked, s.unit.key = true, s.txKey
 	}
 	s.unit.aborted = settled && s.lastReady == 'E'
+	s.trust = 0
+	if settled && s.lastReady == 'T' {
+		s.trust = s.txTrust
+	}
 }
 
 // endUnit closes the unit with sl, the slot whose ReadyForQuery ends it,
@@ -277,6 +309,7 @@ func (s *Session) beginUnit() {
 func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 	sl.ends = true
 	sl.endsChecked, sl.key, sl.lexing = s.unit.checked, s.unit.key, s.unit.lexing
+	sl.trust, s.lastTrust = s.trust, s.trust
 	if sl.lexing {
 		s.lexPending++
 	}

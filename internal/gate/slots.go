@@ -49,6 +49,7 @@ type slot struct {
 	ends        bool
 	endsChecked bool
 	key         checkKey
+	trust       uint8  // the fencing settings the unit's transaction set (Session.trust)
 	lexing      bool   // the unit may change standard_conforming_strings or client_encoding
 	gen         uint64 // probe: Session.maybeGen when the probe was sent
 

@@ -142,3 +142,72 @@ func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 // The operator is schema-qualified: the session's search_path must not be
 // able to put another "<>" in its place.
 const ProbeStatement = "SELECT WHERE pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) ''"
+
+// Refusal is an error the proxy has the server raise: a SQLSTATE, a short
+// message, and the detail and hint PostgreSQL's own errors carry.
+type Refusal struct{ Code, Message, Detail, Hint string }
+
+// AppendRefusal appends a statement that raises r, as AppendRaise does,
+// with r's detail and hint (each left out when empty).
+func AppendRefusal(dst []byte, r Refusal) []byte {
+	body := appendRaiseBody([]byte("BEGIN "), r)
+	dst = append(dst, "DO "...)
+	return appendDollarQuoted(dst, string(append(body, " END"...)), "fence")
+}
+
+// appendRaiseBody appends the PL/pgSQL statement RAISE EXCEPTION USING … of
+// r. NUL bytes, which no statement may hold, are replaced by U+FFFD (in the
+// SQLSTATE: removed).
+func appendRaiseBody(dst []byte, r Refusal) []byte {
+	clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
+	dst = append(dst, "RAISE EXCEPTION USING ERRCODE = "...)
+	dst = appendLiteral(dst, strings.ReplaceAll(r.Code, "\x00", ""))
+	dst = append(dst, ", MESSAGE = "...)
+	dst = appendLiteral(dst, clean(r.Message))
+	if r.Detail != "" {
+		dst = append(dst, ", DETAIL = "...)
+		dst = appendLiteral(dst, clean(r.Detail))
+	}
+	if r.Hint != "" {
+		dst = append(dst, ", HINT = "...)
+		dst = appendLiteral(dst, clean(r.Hint))
+	}
+	return append(dst, ';')
+}
+
+// AppendGuardedCall appends a check that first makes sure the settings it
+// would read were not left on the server connection by someone else: a DO
+// block that raises r when a guarded setting (lock.fencing_token when
+// token, lock.resource when resource) holds a value, and otherwise calls
+// fence.check with a's values, as AppendLiteralCall's CALL does. The proxy
+// sends it under token_scope: transaction, where a value the current
+// transaction did not set may be another client's (a transaction pooler
+// lends one server connection to many clients). Errors of the CALL reach
+// the client as they would from the CALL alone, with PL/pgSQL's context
+// added (which the proxy removes).
+func AppendGuardedCall(dst []byte, a CheckArgs, token, resource bool, r Refusal) []byte {
+	if hasNUL(a.Token) || hasNUL(a.Resource) || hasNUL(a.TableResource) || hasNUL(a.DefaultResource) {
+		return AppendLiteralCall(dst, a) // the NUL refusal
+	}
+	body := make([]byte, 0, 512)
+	body = append(body, "BEGIN "...)
+	if token || resource {
+		body = append(body, "IF "...)
+		if token {
+			body = append(body, "pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) ''"...)
+		}
+		if token && resource {
+			body = append(body, " OR "...)
+		}
+		if resource {
+			body = append(body, "pg_catalog.current_setting('lock.resource', true) OPERATOR(pg_catalog.<>) ''"...)
+		}
+		body = append(body, " THEN "...)
+		body = appendRaiseBody(body, r)
+		body = append(body, " END IF; "...)
+	}
+	body = AppendLiteralCall(body, a)
+	body = append(body, "; END"...)
+	dst = append(dst, "DO "...)
+	return appendDollarQuoted(dst, string(body), "fence")
+}

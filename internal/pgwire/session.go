@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -169,6 +170,16 @@ func (s *session) run(ctx context.Context) {
 		s.srv.metrics.refusedConns.WithLabelValues(failReplication).Inc()
 		s.log.Info("replication connection refused", "user", startup.Parameters["user"], "replication", v)
 		s.sendClient(fatal(codeFeatureNotSupported, "fenceproxy: replication connections are not supported (startup parameter replication="+v+"); connect to the server directly"))
+		return
+	}
+	if err := gate.CheckStartup(s.srv.fencing, startup.Parameters); err != nil {
+		s.log.Info("startup refused", "user", startup.Parameters["user"], "err", err)
+		e := fatal(sqlstate.SessionToken, err.Error())
+		var se *gate.StartupError
+		if errors.As(err, &se) {
+			e.Hint = se.Hint
+		}
+		s.sendClient(e)
 		return
 	}
 	if err := s.connectUpstream(startup); err != nil {

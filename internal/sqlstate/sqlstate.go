@@ -31,4 +31,5 @@ const (
 	TokenRequired = "55Z02" // protected resource written without a token
 	NotInstalled  = "55Z03" // fence store not installed or not accessible
 	MarkLowered   = "55Z04" // a write that would lower a mark, outside fence.set_mark
+	SessionToken  = "55Z05" // a fencing setting not set in this transaction, under token_scope: transaction
 )
