@@ -41,6 +41,11 @@ release:
 	rm -rf dist
 	GO=$(GO) scripts/build-release.sh dist $(RELEASE_ARCHES)
 
+## image: the container image fenceproxy:VERSION from the Dockerfile (needs docker)
+.PHONY: image
+image:
+	docker build --build-arg VERSION=$$(cat VERSION) --build-arg COMMIT=$$(git rev-parse HEAD) -t fenceproxy:$$(cat VERSION) .
+
 ## chaos: the fault suite (integration/chaos) for CHAOS_DURATION (default 5m) with
 ## the hand-off targets enforced, then 10 lock-run takeovers that must exit 76.
 ## make test runs a 45 s round of it with correctness checks only.
