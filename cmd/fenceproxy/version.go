@@ -87,7 +87,7 @@ func readBuild(stampedVersion, stampedCommit string, bi *debug.BuildInfo) build 
 
 // String is the report, one field a line.
 func (b build) String() string {
-	commit := "unknown (no VCS information recorded: go run, or -buildvcs=false)"
+	commit := "unknown (not recorded in this build: go run, -buildvcs=false, a linked git worktree, a source tree without .git)"
 	if b.Commit != "" {
 		commit = b.Commit
 		if b.Time != "" {

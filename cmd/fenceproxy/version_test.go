@@ -34,7 +34,7 @@ func TestVersionReport(t *testing.T) {
 		{"go install module@v0.1.0", "", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.1.0"}},
 			"fenceproxy v0.1.0\ncommit: unknown"},
 		{"go run", "", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
-			"fenceproxy devel\ncommit: unknown (no VCS information recorded"},
+			"fenceproxy devel\ncommit: unknown (not recorded in this build"},
 		{"no build info", "", "", nil, "fenceproxy devel\ncommit: unknown"},
 	} {
 		if got := readBuild(c.version, c.commit, c.bi).String(); !strings.HasPrefix(got, c.want) {
