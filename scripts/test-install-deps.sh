@@ -19,14 +19,24 @@ fail() {
 }
 [ "$(id -u)" -eq 0 ] || fail "needs root: it removes and reinstalls a Debian package"
 
-# The server the tests use, found as install-test-deps.sh finds it.
-pg_bin=${PG_BIN:-}
-if [ -z "$pg_bin" ] && command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
-	pg_bin=$(pg_config --bindir)
+# find_pg_config prints the pg_config of the server the tests use, found as
+# install-test-deps.sh finds it; nothing when there is no server.
+find_pg_config() {
+	local pg_bin=${PG_BIN:-}
+	if [ -z "$pg_bin" ] && command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
+		pg_bin=$(pg_config --bindir)
+	fi
+	[ -n "$pg_bin" ] || pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	[ -z "$pg_bin" ] || [ ! -x "$pg_bin/pg_config" ] || echo "$pg_bin/pg_config"
+}
+pg_config=$(find_pg_config)
+if [ -z "$pg_config" ]; then
+	# A machine with no PostgreSQL at all: the script installs it first.
+	echo "test-install-deps: no PostgreSQL server: running install-test-deps.sh to install one" >&2
+	scripts/install-test-deps.sh
+	pg_config=$(find_pg_config)
+	[ -n "$pg_config" ] || fail "install-test-deps.sh installed no PostgreSQL server"
 fi
-[ -n "$pg_bin" ] || pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-[ -x "$pg_bin/pg_config" ] || fail "no PostgreSQL server found: run scripts/install-test-deps.sh first (it installs postgresql)"
-pg_config=$pg_bin/pg_config
 major=$("$pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 pkg=postgresql-server-dev-$major
 server_h=$("$pg_config" --includedir-server)/postgres.h
