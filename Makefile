@@ -28,7 +28,23 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 $$($(GO) list ./... | grep -v /integration)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
+
+## release: static linux/amd64 and linux/arm64 binaries, version (file VERSION)
+## and commit stamped, in dist/ with SHA256SUMS; each checked with file(1), the
+## host's run. Installs the arm64 C cross compiler when missing. Slow (a cold
+## build per architecture), so not part of make test. See docs/install.md.
+RELEASE_ARCHES ?= amd64 arm64
+.PHONY: release
+release:
+	scripts/install-release-deps.sh
+	rm -rf dist
+	GO=$(GO) scripts/build-release.sh dist $(RELEASE_ARCHES)
+
+## image: the container image fenceproxy:VERSION from the Dockerfile (needs docker)
+.PHONY: image
+image:
+	docker build --build-arg VERSION=$$(cat VERSION) --build-arg COMMIT=$$(git rev-parse HEAD) -t fenceproxy:$$(cat VERSION) .
 
 ## chaos: the fault suite (integration/chaos) for CHAOS_DURATION (default 5m) with
 ## the hand-off targets enforced, then 10 lock-run takeovers that must exit 76.

@@ -3,7 +3,8 @@
 # programs, and the client drivers of the driver matrix (integration/drivers):
 # psycopg 3, psycopg2, SQLAlchemy and asyncpg for Debian's python3,
 # node-postgres with pg-cursor, pgjdbc and a JDK;
-# and PgBouncer, for the bench-compare harness's smoke test.
+# PgBouncer, for the bench-compare harness's smoke test; and systemd-analyze,
+# for the systemd unit's test.
 # Only what is missing is installed, so a second run takes about a second.
 # Debian packages through apt-get (as root, or through sudo); `pg` and
 # `pg-cursor` from npm into integration/drivers/testdata/node (versions pinned
@@ -36,6 +37,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ -f "$JDBC_JAR" ] || missing+=(libpostgresql-jdbc-java)
 # PgBouncer: the bench-compare harness's smoke test (TestCompareHarness).
 { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; } || missing+=(pgbouncer)
+# systemd-analyze: the systemd unit's test (integration/packaging).
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 
 # as_root runs a command as root: directly, or through sudo.
 as_root() {

@@ -26,7 +26,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("demo", demoUsage, stdout, stderr)
 	keep := fs.Bool("keep", false, "leave the stack running after the story and print how to reach it; Ctrl-C stops it")
 	ttl := fs.Duration("ttl", 0, "the workers' lease TTL (default 2s, etcd's minimum)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOnlyFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
 		}

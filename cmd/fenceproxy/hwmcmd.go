@@ -41,17 +41,8 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	rest := fs.Args()
-	if len(rest) == 0 {
-		fmt.Fprint(stderr, hwmUsage)
-		return errUsageShown
-	}
-	want := map[string]int{"list": 1, "get": 2, "set": 3, "ceiling": 2}[rest[0]]
-	if rest[0] == "ceiling" && len(rest) == 1 {
-		want = 1
-	}
-	if want == 0 || len(rest) != want {
-		fmt.Fprintf(stderr, "fenceproxy hwm: bad arguments %q\n\n%s", rest, hwmUsage)
-		return errUsageShown
+	if err := checkHWMArgs(fs, rest); err != nil {
+		return err
 	}
 	conn, err := connectAdmin(ctx, *dsn)
 	if err != nil {
@@ -92,6 +83,28 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stdout, "resource %q: high-water mark %d (was %d)\n", rest[1], token, prev)
 		return nil
 	}
+}
+
+// hwmArgs is how many positional arguments each hwm command takes, its own
+// name included: the fewest and the most.
+var hwmArgs = map[string][2]int{"list": {1, 1}, "get": {2, 2}, "set": {3, 3}, "ceiling": {1, 2}}
+
+// checkHWMArgs refuses a missing or unknown hwm command and a wrong number of
+// arguments for it.
+func checkHWMArgs(fs *flagSet, rest []string) error {
+	if len(rest) == 0 {
+		return fs.usageError("missing command: list, get, set or ceiling")
+	}
+	n, ok := hwmArgs[rest[0]]
+	switch {
+	case !ok:
+		return fs.usageError("unknown command %q: want list, get, set or ceiling", rest[0])
+	case len(rest) < n[0]:
+		return fs.usageError("%s: missing arguments", rest[0])
+	case len(rest) > n[1]:
+		return fs.usageError("%s: unexpected argument %q", rest[0], rest[n[1]])
+	}
+	return nil
 }
 
 // runCeiling shows the token ceiling (no argument) or sets it: a positive

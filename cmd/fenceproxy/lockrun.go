@@ -52,20 +52,21 @@ Flags:
 `
 
 func runLock(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "run" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stdout, lockRunUsage)
-			return nil
-		}
-		fmt.Fprint(stderr, lockRunUsage)
-		return errUsageShown
-	}
 	fs := newFlagSet("lock run", lockRunUsage, stdout, stderr)
 	endpoints := fs.String("etcd", envOr(getenv, "FENCEPROXY_ETCD", "127.0.0.1:2379"), "etcd `endpoints`, comma-separated (env FENCEPROXY_ETCD)")
 	prefix := fs.String("prefix", etcdlock.DefaultPrefix, "etcd key `prefix` of the locks")
 	ttl := fs.Duration("ttl", 10*time.Second, "lease `TTL` (whole seconds, at least 2s)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for a busy lock")
 	killAfter := fs.Duration("kill-after", 5*time.Second, "after the lock is lost, SIGKILL the child this long after SIGTERM")
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
+		fs.printUsage(stdout)
+		return nil
+	case len(args) == 0:
+		return fs.usageError("missing NAME -- CMD [ARGS...]")
+	case args[0] != "run":
+		return fs.usageError("unknown command \"lock %s\": the lock command is lock run", args[0])
+	}
 	if err := parseFlags(fs, args[1:]); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
@@ -74,8 +75,7 @@ func runLock(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	rest := fs.Args()
 	if len(rest) < 2 || (rest[1] == "--" && len(rest) < 3) {
-		fmt.Fprint(stderr, "fenceproxy lock run: need NAME -- CMD [ARGS...]\n\n"+lockRunUsage)
-		return errUsageShown
+		return fs.usageError("need NAME -- CMD [ARGS...]")
 	}
 	name, command := rest[0], rest[1:]
 	if command[0] == "--" {

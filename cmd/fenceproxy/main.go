@@ -42,13 +42,11 @@ Usage:
   fenceproxy hwm list|get|set  inspect or repair high-water marks
   fenceproxy lock run NAME -- CMD [ARGS...]
                                run a program under a lock, with its fencing token
+  fenceproxy version           print the version, commit and Go version
   fenceproxy help [command]    show help for a command
 
 Run 'fenceproxy COMMAND --help' for a command's flags.
 `
-
-// errUsageShown means the usage text was already printed; exit 2 quietly.
-var errUsageShown = errors.New("usage shown")
 
 // exitError carries a specific exit status.
 type exitError struct {
@@ -92,14 +90,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, rest, stdout, stderr)
 	case "demo-worker": // hidden: a worker process of the demo
 		return demo.Worker(ctx, rest, os.Stdin, stdout)
+	case "version", "--version", "-version":
+		return runVersion(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if len(rest) > 0 {
-			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
-		}
-		fmt.Fprint(stdout, usage)
-		return nil
+		return runHelp(ctx, rest, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "fenceproxy: unknown command %q\n\n%s", cmd, usage)
 		return errUsageShown
 	}
+}
+
+// runHelp prints the usage, or a command's (help COMMAND).
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	switch len(args) {
+	case 0:
+		fmt.Fprint(stdout, usage)
+		return nil
+	case 1:
+		return run(ctx, []string{args[0], "--help"}, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "fenceproxy help: unexpected argument %q\n\n%s", args[1], usage)
+	return errUsageShown
 }

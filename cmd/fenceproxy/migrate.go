@@ -26,7 +26,7 @@ Flags:
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("migrate", migrateUsage, stdout, stderr)
 	dsn := fs.String("dsn", getenv("FENCEPROXY_DSN"), "PostgreSQL connection `string` (URL or key=value)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOnlyFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
 		}

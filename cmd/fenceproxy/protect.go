@@ -44,7 +44,7 @@ func runProtect(ctx context.Context, args []string, getenv func(string) string, 
 	dryRun := fs.Bool("dry-run", false, "print the SQL it would run, change nothing")
 	remove := fs.Bool("remove", false, "take the guard out: every guard trigger, the registry, the event triggers")
 	impl := fs.String("guard", "auto", "fence.guard's `implementation`: auto (c when the role is a superuser and the library is installed, else plpgsql), c, or plpgsql")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOnlyFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
@@ -35,33 +36,14 @@ finish within shutdown_timeout, exit 0. SIGHUP: re-read tls_cert and tls_key.
 Flags:
 `
 
-// newFlagSet returns a flag set whose --help prints usage to stdout and whose
-// errors print to stderr.
-func newFlagSet(name, usage string, stdout, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fs.SetOutput(stdout)
-		fmt.Fprint(stdout, usage)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
+// configHint points a positional that looks like a configuration file at
+// --config.
+func configHint(arg string) string {
+	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
+		return " (a configuration file is given with --config " + arg + ")"
 	}
-	return fs
+	return ""
 }
-
-// parseFlags parses args; --help returns errHelp, which callers treat as success.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return errHelp
-	}
-	if err != nil {
-		return errUsageShown
-	}
-	return nil
-}
-
-var errHelp = errors.New("help shown")
 
 // loadConfig applies defaults < file < env < flags.
 func loadConfig(path string, getenv func(string) string, flags map[string]string) (config.Config, error) {
@@ -96,6 +78,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return nil
 		}
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fs.usageError("unexpected argument %q%s", fs.Arg(0), configHint(fs.Arg(0)))
 	}
 	set := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })

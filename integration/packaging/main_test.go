@@ -1,0 +1,10 @@
+package packaging
+
+import (
+	"os"
+	"testing"
+
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+)
+
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
