@@ -39,24 +39,6 @@ func (e *env) wantUntouched(t *testing.T) {
 	}
 }
 
-// rawExec runs sql with the simple protocol on a low-level connection (no
-// driver-side encoding) and returns the first error.
-func rawExec(t *testing.T, c *pgconn.PgConn, sql string) error {
-	t.Helper()
-	_, err := c.Exec(t.Context(), sql).ReadAll()
-	return err
-}
-
-func rawConnect(t *testing.T, dsn string) *pgconn.PgConn {
-	t.Helper()
-	c, err := pgconn.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
-}
-
 // TestStartupParameterToken: pgx sends unknown DSN keys (RuntimeParams) as
 // startup parameters of their own; PostgreSQL applies them.
 func TestStartupParameterToken(t *testing.T) {
@@ -196,19 +178,16 @@ func TestDeallocateAllInCommentSession(t *testing.T) {
 func TestPipelineErrorInTheMiddle(t *testing.T) {
 	e := staleEnv(t)
 	conn := readyConn(t, e, "pipeline-error")
-	fe := pgproto3.NewFrontend(conn, conn)
-	fe.Send(&pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 41"})
-	fe.Send(&pgproto3.Parse{Query: "SELEC 1"})
-	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1"})
-	fe.Send(&pgproto3.Sync{})
-	fe.Send(&pgproto3.Query{String: "RESET lock.fencing_token; SELECT 42"})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	conn.send(&pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 41"})
+	conn.send(&pgproto3.Parse{Query: "SELEC 1"})
+	conn.send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1"})
+	conn.send(&pgproto3.Sync{})
+	conn.send(&pgproto3.Query{String: "RESET lock.fencing_token; SELECT 42"})
+	conn.flush()
 	var codes []string
 	var rows, ready int
 	for ready < 3 {
-		msg, err := fe.Receive()
+		msg, err := conn.fe.Receive()
 		if err != nil {
 			t.Fatalf("after %d ReadyForQuery: %v", ready, err)
 		}

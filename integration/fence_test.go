@@ -52,6 +52,18 @@ func (e *env) balance(t testing.TB) int {
 	return b
 }
 
+// count returns the first column of the first row of sql, an integer,
+// straight from the server.
+func (e *env) count(t testing.TB, sql string) int {
+	t.Helper()
+	conn := connect(t, e.direct(), pgx.QueryExecModeExec)
+	var n int
+	if err := conn.QueryRow(t.Context(), sql).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // wantCode fails unless err is a PostgreSQL error with code.
 func wantCode(t testing.TB, err error, code string) *pgconn.PgError {
 	t.Helper()

@@ -7,12 +7,19 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestHunt2ConfigResourceInLatin1: the config maps invoices to resource
-// "billing-é". The proxy sent the name in the check as UTF-8 bytes, but
-// the server reads the session's text in client_encoding: under LATIN1
-// the check was of "billing-Ã©", whose mark is not the real one, and the
-// stale token 41 passed. Now refused (0A000).
-func TestHunt2ConfigResourceInLatin1(t *testing.T) {
+// Encodings: a name or text the proxy cannot read as the server does in
+// the session's client_encoding is refused (0A000), never checked under
+// another name.
+
+// TestNonASCIIConfiguredResourceRefusedUnderLatin1: a configured resource
+// with non-ASCII characters is refused (0A000) under a client_encoding other
+// than UTF8, never checked under a name the server reads differently.
+//
+// The config maps invoices to resource "billing-é". The proxy sent the name
+// in the check as UTF-8 bytes, but the server reads the session's text in
+// client_encoding: under LATIN1 the check was of "billing-Ã©", whose mark is
+// not the real one, and the stale token 41 passed. Now refused (0A000).
+func TestNonASCIIConfiguredResourceRefusedUnderLatin1(t *testing.T) {
 	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
 		{Schema: "public", Name: "invoices"}: {Resource: "billing-é", RequireToken: true},
 	}})
@@ -36,8 +43,11 @@ func TestHunt2ConfigResourceInLatin1(t *testing.T) {
 	rawSetup(t, u, "SET lock.fencing_token = 100", "INSERT INTO invoices (amount) VALUES (1)")
 }
 
-// TestHunt2DefaultResourceInLatin1: the same with default_resource.
-func TestHunt2DefaultResourceInLatin1(t *testing.T) {
+// TestNonASCIIDefaultResourceRefusedUnderLatin1: the same for
+// default_resource: refused (0A000) under LATIN1.
+//
+// The same with default_resource.
+func TestNonASCIIDefaultResourceRefusedUnderLatin1(t *testing.T) {
 	e := newFencedEnv(t, &gate.Config{DefaultResource: "konto-é"})
 	harnessExec(t, e.direct(), "INSERT INTO fence.hwm VALUES ('konto-é', 100, now())")
 	c := rawConnect(t, e.viaProxy())
@@ -47,12 +57,16 @@ func TestHunt2DefaultResourceInLatin1(t *testing.T) {
 	e.wantUntouched(t)
 }
 
-// TestHunt2TableNameInLatin1: the config protects table "é©©" (UTF-8
-// c3a9 c2a9 c2a9). A LATIN1 client names it with the bytes e9 a9 a9, which
-// the proxy read as UTF-8 U+9A69, a name the config does not list: the
-// write went upstream with no token, and the server, converting from
-// LATIN1, wrote the protected table. Now refused (0A000).
-func TestHunt2TableNameInLatin1(t *testing.T) {
+// TestProtectedTableNamedInLatin1Refused: a protected table named with
+// LATIN1 bytes is refused (0A000), never taken for a table the config does
+// not list.
+//
+// The config protects table "é©©" (UTF-8 c3a9 c2a9 c2a9). A LATIN1 client
+// names it with the bytes e9 a9 a9, which the proxy read as UTF-8 U+9A69, a
+// name the config does not list: the write went upstream with no token, and
+// the server, converting from LATIN1, wrote the protected table. Now refused
+// (0A000).
+func TestProtectedTableNamedInLatin1Refused(t *testing.T) {
 	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
 		{Schema: "public", Name: "é©©"}: {Resource: "billing", RequireToken: true},
 	}})
@@ -69,4 +83,18 @@ func TestHunt2TableNameInLatin1(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d rows landed in the protected table without a token", n)
 	}
+}
+
+// TestGBKBackslashTrailByteRefused: under client_encoding GBK a text holding
+// a 0x5C byte that may end a two-byte character is refused (0A000).
+//
+// Under client_encoding GBK the byte 0x5C ('\') may end a two-byte
+// character; the proxy refuses text with such bytes.
+func TestGBKBackslashTrailByteRefused(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	rawSetup(t, c, "SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41", "SET client_encoding = 'GBK'")
+	err := rawExec(t, c, "SELECT E'\x81\\'; UPDATE accounts SET balance = 1 WHERE id = 1; SELECT '")
+	wantCode(t, err, "0A000")
+	e.wantUntouched(t)
 }
