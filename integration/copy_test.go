@@ -405,3 +405,28 @@ func TestHeldQueryAfterCopyDataRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyFromFenced: COPY FROM under a token is checked like a write: it
+// advances the mark, and under a stale token it is refused (55Z01) with no
+// row copied.
+func TestCopyFromFenced(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	mustExec(t, c, "SET lock.resource = 'copy'")
+	mustExec(t, c, "SET lock.fencing_token = 9")
+	n, err := c.CopyFrom(t.Context(), pgx.Identifier{"invoices"}, []string{"amount"}, pgx.CopyFromRows([][]any{{1}, {2}, {3}}))
+	if err != nil || n != 3 {
+		t.Fatalf("CopyFrom = %d, %v", n, err)
+	}
+	if m := e.mark(t, "copy"); m != 9 {
+		t.Fatalf("mark %d, want 9", m)
+	}
+	mustExec(t, c, "SET lock.fencing_token = 8")
+	_, err = c.CopyFrom(t.Context(), pgx.Identifier{"invoices"}, []string{"amount"}, pgx.CopyFromRows([][]any{{4}}))
+	wantCode(t, err, "55Z01")
+	var count int
+	direct := connect(t, e.direct(), pgx.QueryExecModeExec)
+	if err := direct.QueryRow(t.Context(), "SELECT count(*) FROM invoices").Scan(&count); err != nil || count != 3 {
+		t.Fatalf("invoices has %d rows (%v), want 3", count, err)
+	}
+}

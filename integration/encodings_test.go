@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
@@ -96,5 +97,21 @@ func TestGBKBackslashTrailByteRefused(t *testing.T) {
 	rawSetup(t, c, "SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41", "SET client_encoding = 'GBK'")
 	err := rawExec(t, c, "SELECT E'\x81\\'; UPDATE accounts SET balance = 1 WHERE id = 1; SELECT '")
 	wantCode(t, err, "0A000")
+	e.wantUntouched(t)
+}
+
+// TestSJISBackslashByte: in SJIS, 表 is 0x95 0x5C, and 0x5C is '\'.
+func TestSJISBackslashByte(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	for _, s := range []string{"SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41", "SET client_encoding = 'SJIS'"} {
+		if err := rawExec(t, c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pgErr := wantCode(t, rawExec(t, c, "SELECT '\x95\x5c' FROM accounts; UPDATE accounts SET balance = 1"), "0A000")
+	if !strings.Contains(pgErr.Message, "SJIS") {
+		t.Errorf("message %q does not name the encoding", pgErr.Message)
+	}
 	e.wantUntouched(t)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -302,5 +303,75 @@ func TestPipelinedUnitAfterEncodingChangeIsAnswered(t *testing.T) {
 	}
 	if len(codes) > 0 || rows != 1 {
 		t.Fatalf("codes %v rows %d", codes, rows)
+	}
+}
+
+// TestPipelineErrorInTheMiddle: Parse(bad), Query, Sync in one go — the
+// server skips the Query after the failed Parse and sends no ReadyForQuery
+// for it. The session must stay in step and usable.
+func TestPipelineErrorInTheMiddle(t *testing.T) {
+	e := staleEnv(t)
+	conn := readyConn(t, e, "pipeline-error")
+	conn.send(&pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 41"})
+	conn.send(&pgproto3.Parse{Query: "SELEC 1"})
+	conn.send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1"})
+	conn.send(&pgproto3.Sync{})
+	conn.send(&pgproto3.Query{String: "RESET lock.fencing_token; SELECT 42"})
+	conn.flush()
+	var codes []string
+	var rows, ready int
+	for ready < 3 {
+		msg, err := conn.fe.Receive()
+		if err != nil {
+			t.Fatalf("after %d ReadyForQuery: %v", ready, err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			codes = append(codes, m.Code)
+		case *pgproto3.DataRow:
+			rows++
+			if string(m.Values[0]) != "42" {
+				t.Fatalf("row %q, want 42", m.Values[0])
+			}
+		case *pgproto3.ReadyForQuery:
+			ready++
+		}
+	}
+	if len(codes) != 1 || codes[0] != "42601" || rows != 1 {
+		t.Fatalf("errors %v, rows %d; want one 42601 (the Parse; the UPDATE skipped) and the row of SELECT 42", codes, rows)
+	}
+	e.wantUntouched(t)
+}
+
+// TestPipelines: a pgx batch of writes with rising comment tokens lands and
+// the mark ends at the last; a batch with one stale token is refused whole
+// (55Z01).
+func TestPipelines(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeCacheStatement)
+	batch := &pgx.Batch{}
+	for i := 1; i <= 20; i++ {
+		batch.Queue(fmt.Sprintf("/* fencing_token=%d resource=pipe */ INSERT INTO log (resource, token) VALUES ('pipe', %d)", i, i))
+	}
+	if err := c.SendBatch(t.Context(), batch).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.mark(t, "pipe"); m != 20 {
+		t.Fatalf("mark %d after a batch up to 20, want 20", m)
+	}
+	// A batch whose middle statement is stale: the batch is one implicit
+	// transaction, so nothing of it stays.
+	batch = &pgx.Batch{}
+	batch.Queue("/* fencing_token=21 resource=pipe */ INSERT INTO log (resource, token) VALUES ('pipe', 21)")
+	batch.Queue("/* fencing_token=3 resource=pipe */ INSERT INTO log (resource, token) VALUES ('pipe', 3)")
+	batch.Queue("/* fencing_token=22 resource=pipe */ INSERT INTO log (resource, token) VALUES ('pipe', 22)")
+	err := c.SendBatch(t.Context(), batch).Close()
+	wantCode(t, err, "55Z01")
+	var n int
+	if err := c.QueryRow(t.Context(), "SELECT count(*) FROM log WHERE resource = 'pipe'").Scan(&n); err != nil || n != 20 {
+		t.Fatalf("log has %d rows (%v), want 20", n, err)
+	}
+	if m := e.mark(t, "pipe"); m != 20 {
+		t.Fatalf("mark %d, want 20 (the failed batch rolled back)", m)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -269,5 +270,57 @@ func TestFunctionCallSettingStaleTokenAfterTokenlessCheckChecksAgain(t *testing.
 	conn.send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1 WHERE id = 1"})
 	conn.send(&pgproto3.Query{String: "COMMIT"})
 	conn.await(2)
+	e.wantUntouched(t)
+}
+
+// TestFunctionCallSetConfig: the fast-path FunctionCall of set_config sets
+// the token without any text; the next write must be checked with it.
+func TestFunctionCallSetConfig(t *testing.T) {
+	e := newFencedEnv(t, &gate.Config{DefaultResource: "acct/1"})
+	harnessExec(t, e.direct(), "INSERT INTO fence.hwm VALUES ('acct/1', 100, now())")
+	c := rawConnect(t, e.viaProxy())
+	// A plain session (no token yet): the call passes.
+	var oid uint32
+	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
+	if err := admin.QueryRow(t.Context(), "SELECT 'pg_catalog.set_config(text, text, boolean)'::regprocedure::oid").Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	conn := c.Conn()
+	fe := pgproto3.NewFrontend(conn, conn)
+	fe.Send(&pgproto3.FunctionCall{Function: oid, ArgFormatCodes: []uint16{0}, Arguments: [][]byte{[]byte("lock.fencing_token"), []byte("41"), []byte("false")}, ResultFormatCode: 0})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := msg.(*pgproto3.ErrorResponse); ok {
+			t.Fatalf("FunctionCall: %s %s", e.Code, e.Message)
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 1"})
+	fe.Flush()
+	var code string
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if er, ok := msg.(*pgproto3.ErrorResponse); ok {
+			code = er.Code
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	if code != "55Z01" {
+		t.Fatalf("write after FunctionCall set_config: code %q, want 55Z01", code)
+	}
 	e.wantUntouched(t)
 }

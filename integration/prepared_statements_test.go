@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -238,4 +240,77 @@ func TestNonUTF8StatementNamesSharing63BytesAreOneStatement(t *testing.T) {
 	conn.send(&pgproto3.Sync{})
 	conn.await(1)
 	e.wantUntouched(t)
+}
+
+// TestCheckStatementCannotBeHijacked: the proxy's own statement names are
+// refused in every message and in SQL.
+func TestCheckStatementCannotBeHijacked(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	if err := rawExec(t, c, "SET lock.resource = 'acct/1'; SET lock.fencing_token = 41"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, rawExec(t, c, "DEALLOCATE \"fenceproxy\x1fcheck\""), "42939")
+	wantCode(t, rawExec(t, c, "PREPARE \"fenceproxy\x1fcheck\"(text, text, text, text, bool, bool) AS SELECT 1"), "42939")
+	rr := c.ExecParams(t.Context(), "UPDATE accounts SET balance = 1 WHERE id = 1", nil, nil, nil, nil).Read()
+	wantCode(t, rr.Err, "55Z01")
+	// Protocol level: Close and Parse under the reserved name.
+	res := c.ExecPrepared(t.Context(), "fenceproxy\x1fcheck", nil, nil, nil).Read()
+	wantCode(t, res.Err, "42939")
+	e.wantUntouched(t)
+}
+
+// TestDeallocateAllInCommentSession: DISCARD ALL and DEALLOCATE ALL drop the
+// proxy's statements too; the next fenced Execute must still work.
+func TestDeallocateAllInCommentSession(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	for _, reset := range []string{"DEALLOCATE ALL", "DISCARD ALL"} {
+		mustExec(t, c, "/* fencing_token=5 resource=acct/1 */ UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+		mustExec(t, c, reset)
+		mustExec(t, c, "/* fencing_token=5 resource=acct/1 */ UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+	}
+	if got := e.balance(t); got != 4 {
+		t.Fatalf("balance %d, want 4", got)
+	}
+}
+
+// TestPreparedStatementAcrossTransactions: a statement prepared once and
+// executed in many transactions is checked in each.
+func TestPreparedStatementAcrossTransactions(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeCacheStatement)
+	mustExec(t, c, "SET lock.resource = 'prep'")
+	for _, tok := range []int{1, 2, 3} {
+		mustExec(t, c, fmt.Sprintf("SET lock.fencing_token = %d", tok))
+		mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+		if m := e.mark(t, "prep"); m != int64(tok) {
+			t.Fatalf("mark %d after token %d", m, tok)
+		}
+	}
+	mustExec(t, c, "SET lock.fencing_token = 2")
+	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	wantCode(t, err, "55Z01")
+}
+
+// TestDeallocateAllKeepsFencing: DEALLOCATE ALL drops the proxy's prepared
+// check statement too; fencing goes on (the check is prepared again).
+func TestDeallocateAllKeepsFencing(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	mustExec(t, c, "SET lock.resource = 'dealloc'")
+	mustExec(t, c, "SET lock.fencing_token = 3")
+	mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	mustExec(t, c, "BEGIN")
+	mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	mustExec(t, c, "DEALLOCATE ALL")
+	mustExec(t, c, "COMMIT")
+	mustExec(t, c, "SET lock.fencing_token = 4")
+	mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	if m := e.mark(t, "dealloc"); m != 4 {
+		t.Fatalf("mark %d after DEALLOCATE ALL, want 4", m)
+	}
+	mustExec(t, c, "SET lock.fencing_token = 2")
+	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+	wantCode(t, err, "55Z01")
 }

@@ -354,3 +354,57 @@ func TestQueryAfterCommitRevertingSetLocalReadWithRestoredSetting(t *testing.T) 
 	conn.await(2)
 	e.wantUntouched(t)
 }
+
+// TestStandardConformingStringsOff: with standard_conforming_strings off the
+// server reads 'a\” as one string where the proxy's parser would see the
+// string end early, so an UPDATE hidden inside would run unchecked.
+func TestStandardConformingStringsOff(t *testing.T) {
+	e := staleEnv(t)
+	c := rawConnect(t, e.viaProxy())
+	for _, s := range []string{"SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41", "SET standard_conforming_strings = off"} {
+		if err := rawExec(t, c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sql := range []string{
+		`SELECT 'a\'; UPDATE accounts SET balance = 1; --'`,
+		`SELECT 'O\'Brien' FROM accounts; UPDATE accounts SET balance = 2`,
+	} {
+		pgErr := wantCode(t, rawExec(t, c, sql), "0A000")
+		if !strings.Contains(pgErr.Message, "standard_conforming_strings") {
+			t.Errorf("message %q does not say why", pgErr.Message)
+		}
+	}
+	// Text without a backslash reads alike: fenced as usual.
+	wantCode(t, rawExec(t, c, "UPDATE accounts SET balance = 3"), "55Z01")
+	e.wantUntouched(t)
+	// Back on: the session works again.
+	if err := rawExec(t, c, "SET standard_conforming_strings = on"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, rawExec(t, c, `SELECT 'a\'; UPDATE accounts SET balance = 4; --'`), "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestNewerKeywordColumn: system_user is an ordinary column name in
+// PostgreSQL 15 and a reserved word in the proxy's PostgreSQL 17 grammar.
+func TestNewerKeywordColumn(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(), "CREATE TABLE t15 (id int, system_user text)", "INSERT INTO t15 VALUES (1, 'a')")
+	fenced := rawConnect(t, e.viaProxy())
+	for _, s := range []string{"SET lock.resource = 'acct/1'", "SET lock.fencing_token = 41"} {
+		if err := rawExec(t, fenced, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pgErr := wantCode(t, rawExec(t, fenced, "UPDATE t15 SET system_user = 'b'; UPDATE accounts SET balance = 1"), "42601")
+	if !strings.Contains(pgErr.Message, "fenceproxy") {
+		t.Errorf("message %q is not the proxy's", pgErr.Message)
+	}
+	e.wantUntouched(t)
+	// A session that carries no token is not in the way.
+	plain := rawConnect(t, e.viaProxy())
+	if err := rawExec(t, plain, "UPDATE t15 SET system_user = 'c'"); err != nil {
+		t.Fatalf("plain session: %v", err)
+	}
+}

@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"context"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -143,5 +145,35 @@ func TestCancelWhileMessageHeldDecidesHeldOneWithServerSettings(t *testing.T) {
 	if len(codes) == 0 || codes[0] != "57014" {
 		t.Errorf("codes %v, want 57014 first", codes)
 	}
+	e.wantUntouched(t)
+}
+
+// TestStartupParameterToken: pgx sends unknown DSN keys (RuntimeParams) as
+// startup parameters of their own; PostgreSQL applies them.
+func TestStartupParameterToken(t *testing.T) {
+	e := staleEnv(t)
+	cfg, err := pgx.ParseConfig(e.viaProxy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["lock.fencing_token"] = "41"
+	cfg.RuntimeParams["lock.resource"] = "acct/1"
+	c, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(t.Context(), "UPDATE accounts SET balance = 1 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	e.wantUntouched(t)
+}
+
+// TestDatabaseDefaultToken: ALTER DATABASE … SET lock.fencing_token applies
+// to every new session without a word on the wire.
+func TestDatabaseDefaultToken(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(), "ALTER DATABASE "+e.db+" SET lock.fencing_token = 41", "ALTER DATABASE "+e.db+" SET lock.resource = 'acct/1'")
+	c := rawConnect(t, e.viaProxy())
+	wantCode(t, rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1"), "55Z01")
 	e.wantUntouched(t)
 }

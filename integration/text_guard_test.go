@@ -175,3 +175,49 @@ func TestTextGuardRefusesCopyIntoAProtectedTable(t *testing.T) {
 		t.Fatal(wantUsable2)
 	}
 }
+
+// TestTextGuardRefusesWritesWithoutToken: without a token, a write or DDL on
+// a table that requires one is refused (55Z02) in every protocol mode and
+// through psql \copy; reads pass, and with a token the write lands.
+func TestTextGuardRefusesWritesWithoutToken(t *testing.T) {
+	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
+		{Schema: "public", Name: "invoices"}: {Resource: "billing", RequireToken: true},
+	}})
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t, e.viaProxy(), mode)
+			for _, stmt := range []string{
+				"INSERT INTO invoices (amount) VALUES ($1)",
+				"UPDATE invoices SET amount = $1",
+				"DELETE FROM invoices WHERE amount <> $1",
+				"WITH x AS (INSERT INTO invoices (amount) VALUES ($1) RETURNING id) SELECT count(*) FROM x",
+			} {
+				_, err := c.Exec(t.Context(), stmt, 1)
+				wantCode(t, err, "55Z02")
+			}
+			for _, stmt := range []string{
+				"TRUNCATE invoices",
+				"ALTER TABLE invoices ADD COLUMN note text",
+				"MERGE INTO invoices i USING (VALUES (1)) v(x) ON i.id = v.x WHEN NOT MATCHED THEN INSERT (amount) VALUES (1)",
+				"SELECT 1 AS amount INTO public.invoices",
+				"DROP TABLE invoices",
+			} {
+				_, err := c.Exec(t.Context(), stmt)
+				wantCode(t, err, "55Z02")
+			}
+			var n int
+			if err := c.QueryRow(t.Context(), "SELECT count(*) FROM invoices").Scan(&n); err != nil {
+				t.Fatalf("a read of a protected table was refused: %v", err)
+			}
+			mustExec(t, c, "/* fencing_token=3 */ INSERT INTO invoices (amount) VALUES ($1)", 1)
+			if m := e.mark(t, "billing"); m < 3 {
+				t.Fatalf("mark for billing %d, want ≥ 3", m)
+			}
+		})
+	}
+	// COPY FROM through psql's \copy is a write too.
+	out, err := e.psql(t, "\\copy invoices (amount) FROM STDIN\n5\n\\.\n")
+	if err == nil || !strings.Contains(out, "55Z02") && !strings.Contains(out, "fencing token required") {
+		t.Fatalf("\\copy into a protected table without a token: %v\n%s", err, out)
+	}
+}

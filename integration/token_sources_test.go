@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/jackc/pgx/v5"
 )
 
 // Token sources: a token comes from a comment directive, the session's
@@ -111,5 +114,127 @@ func TestStaleTokenRefusedWhateverResourceIsInForce(t *testing.T) {
 			}
 			t.Logf("codes %v", codes)
 		})
+	}
+}
+
+// TestTokenSources sends a stale token through every source and checks each
+// is refused, after a higher mark was set.
+func TestTokenSources(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	setup := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	mustExec(t, setup, "/* fencing_token=100 resource=acct/1 */ SELECT 1")
+	if m := e.mark(t, "acct/1"); m != 100 {
+		t.Fatalf("a read with a comment token did not advance the mark: %d", m)
+	}
+	update := "UPDATE accounts SET balance = balance + $1 WHERE id = 1"
+	cases := []struct {
+		name    string
+		options string
+		pre     []string
+		stmt    string
+	}{
+		{name: "comment", stmt: "/* fencing_token=99 resource=acct/1 */ " + update},
+		{name: "comment comma separated", stmt: update + " /* fencing_token=99,resource=acct/1 */"},
+		{name: "sqlcommenter", stmt: update + " /*fencing_token='99',resource='acct%2F1'*/"},
+		{name: "SET", pre: []string{"SET lock.fencing_token = 99", "SET lock.resource = 'acct/1'"}, stmt: update},
+		{name: "set_config", pre: []string{"SELECT set_config('lock.fencing_token', '99', false), set_config('lock.resource', 'acct/1', false)"}, stmt: update},
+		{name: "startup options", options: "-c lock.fencing_token=99 -c lock.resource=acct/1", stmt: update},
+		{name: "default resource from comment token only", pre: []string{"SET lock.resource = 'acct/1'"}, stmt: "/* fencing_token=99 */ " + update},
+	}
+	for _, tc := range cases {
+		for mname, mode := range modes {
+			t.Run(tc.name+"/"+mname, func(t *testing.T) {
+				cfg, _ := pgx.ParseConfig(e.viaProxy())
+				cfg.DefaultQueryExecMode = mode
+				if tc.options != "" {
+					cfg.RuntimeParams["options"] = tc.options
+				}
+				c, err := pgx.ConnectConfig(t.Context(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close(context.Background())
+				for _, p := range tc.pre {
+					mustExec(t, c, p)
+				}
+				before := e.balance(t)
+				_, err = c.Exec(t.Context(), tc.stmt, 1)
+				wantCode(t, err, "55Z01")
+				if after := e.balance(t); after != before {
+					t.Errorf("the refused statement ran: balance %d → %d", before, after)
+				}
+			})
+		}
+	}
+}
+
+// TestSettingSemantics: SET lock.fencing_token fences the session's writes;
+// RESET, a rolled-back SET and DISCARD ALL leave no token; SET LOCAL lasts
+// one transaction.
+func TestSettingSemantics(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, c, "SET lock.resource = 'acct/1'")
+	mustExec(t, c, "SET lock.fencing_token = 10")
+	mustExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1")
+	// RESET: no token any more, so the statement is unfenced and the mark stays.
+	mustExec(t, c, "RESET lock.fencing_token")
+	mustExec(t, c, "UPDATE accounts SET balance = 2 WHERE id = 1")
+	if m := e.mark(t, "acct/1"); m != 10 {
+		t.Fatalf("mark %d after RESET, want 10", m)
+	}
+	// A SET undone by ROLLBACK leaves no token behind.
+	mustExec(t, c, "BEGIN")
+	mustExec(t, c, "SET lock.fencing_token = 20")
+	mustExec(t, c, "ROLLBACK")
+	mustExec(t, c, "UPDATE accounts SET balance = 3 WHERE id = 1")
+	if m := e.mark(t, "acct/1"); m != 10 {
+		t.Fatalf("mark %d after a rolled-back SET, want 10", m)
+	}
+	// SET LOCAL lasts one transaction.
+	mustExec(t, c, "BEGIN")
+	mustExec(t, c, "SET LOCAL lock.fencing_token = 30")
+	mustExec(t, c, "UPDATE accounts SET balance = 4 WHERE id = 1")
+	mustExec(t, c, "COMMIT")
+	if m := e.mark(t, "acct/1"); m != 30 {
+		t.Fatalf("mark %d after SET LOCAL 30, want 30", m)
+	}
+	mustExec(t, c, "SET lock.fencing_token = 5") // stale now
+	_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = 5 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	// DISCARD ALL drops the token.
+	mustExec(t, c, "DISCARD ALL")
+	mustExec(t, c, "UPDATE accounts SET balance = 6 WHERE id = 1")
+	if got := e.balance(t); got != 6 {
+		t.Fatalf("balance %d after DISCARD ALL, want 6", got)
+	}
+}
+
+// TestMalformedTokens: a malformed token, in a comment or in the setting, is
+// refused (22023) in every protocol mode, as is a token without a resource;
+// nothing runs.
+func TestMalformedTokens(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	for _, tok := range []string{"abc", "0", "-1", "9223372036854775808", "1.5"} {
+		for name, mode := range modes {
+			t.Run(tok+"/"+name, func(t *testing.T) {
+				c := connect(t, e.viaProxy(), mode)
+				_, err := c.Exec(t.Context(), "/* fencing_token="+tok+" resource=acct/1 */ UPDATE accounts SET balance = $1 WHERE id = 1", -1)
+				wantCode(t, err, "22023")
+				mustExec(t, c, "SET lock.resource = 'acct/1'")
+				mustExec(t, c, "SET lock.fencing_token = '"+tok+"'")
+				_, err = c.Exec(t.Context(), "UPDATE accounts SET balance = $1 WHERE id = 1", -1)
+				wantCode(t, err, "22023")
+				if b := e.balance(t); b == -1 {
+					t.Fatal("a statement with a malformed token ran")
+				}
+			})
+		}
+	}
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	_, err := c.Exec(t.Context(), "/* fencing_token=5 */ UPDATE accounts SET balance = -1 WHERE id = 1")
+	pgErr := wantCode(t, err, "22023")
+	if !strings.Contains(pgErr.Message, "has no resource") {
+		t.Errorf("token without resource: %q", pgErr.Message)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -142,4 +143,124 @@ func TestSessionTokenCheckedInTransactionCheckedForCommentToken(t *testing.T) {
 		t.Errorf("UPDATE under the session's stale token 41 was not refused (the transaction was checked only for acct/9 token 1)")
 	}
 	e.wantUntouched(t)
+}
+
+// TestRolledBackWorkNeverAdvances: a checked transaction that rolls back
+// leaves the mark where it was, in every protocol mode.
+func TestRolledBackWorkNeverAdvances(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t, e.viaProxy(), mode)
+			tx, err := c.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(t.Context(), "/* fencing_token=500 resource=rb */ UPDATE accounts SET balance = $1 WHERE id = 1", 77); err != nil {
+				t.Fatal(err)
+			}
+			tx.Rollback(t.Context())
+			if m := e.mark(t, "rb"); m != 0 {
+				t.Errorf("mark %d after rollback, want none", m)
+			}
+		})
+	}
+}
+
+// TestSavepointRollbackChecksAgain: a ROLLBACK TO SAVEPOINT undoes the
+// advance made after the savepoint, so the next statement must check again.
+func TestSavepointRollbackChecksAgain(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t, e.viaProxy(), mode)
+			res := "sp/" + name
+			mustExec(t, c, "SET lock.resource = '"+res+"'")
+			mustExec(t, c, "BEGIN")
+			mustExec(t, c, "SAVEPOINT s1")
+			mustExec(t, c, "SET lock.fencing_token = 50")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			mustExec(t, c, "ROLLBACK TO SAVEPOINT s1")
+			// SET inside the savepoint was undone too; set it again.
+			mustExec(t, c, "SET lock.fencing_token = 50")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 1)
+			mustExec(t, c, "COMMIT")
+			if m := e.mark(t, res); m != 50 {
+				t.Fatalf("mark %d, want 50: the write after ROLLBACK TO ran unchecked", m)
+			}
+		})
+	}
+}
+
+// TestTokenChangedMidTransaction: a transaction that switches to another
+// token is checked again, under the new one.
+func TestTokenChangedMidTransaction(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t, e.viaProxy(), mode)
+			res := "mid/" + name
+			mustExec(t, c, "SET lock.resource = '"+res+"'")
+			mustExec(t, c, "BEGIN")
+			mustExec(t, c, "SET LOCAL lock.fencing_token = 5")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			mustExec(t, c, "SET LOCAL lock.fencing_token = 3")
+			_, err := c.Exec(t.Context(), "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			wantCode(t, err, "55Z01")
+			mustExec(t, c, "ROLLBACK")
+			// A switch of resource is checked under the new resource.
+			mustExec(t, c, "BEGIN")
+			mustExec(t, c, "SET LOCAL lock.fencing_token = 8")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			mustExec(t, c, "SET LOCAL lock.resource = '"+res+"/b'")
+			mustExec(t, c, "UPDATE accounts SET balance = balance + $1 WHERE id = 1", 0)
+			mustExec(t, c, "COMMIT")
+			if m1, m2 := e.mark(t, res), e.mark(t, res+"/b"); m1 != 8 || m2 != 8 {
+				t.Fatalf("marks %d and %d, want 8 and 8", m1, m2)
+			}
+		})
+	}
+}
+
+// TestNoTxnBlockStatementWithTokenRefused: a statement that cannot run in a
+// transaction block, with a token, is refused (0A000) with a message naming
+// it: no check can go in front of it.
+func TestNoTxnBlockStatementWithTokenRefused(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+	_, err := c.Exec(t.Context(), "/* fencing_token=5 resource=r */ VACUUM accounts")
+	pgErr := wantCode(t, err, "0A000")
+	if !strings.Contains(pgErr.Message, "VACUUM") {
+		t.Errorf("message %q does not name the statement", pgErr.Message)
+	}
+	mustExec(t, c, "VACUUM accounts") // without a token it runs
+
+	// A token in the session's setting refuses it too, through a pre-check
+	// of its own (VACUUM cannot share a transaction with the check).
+	mustExec(t, c, "SET lock.fencing_token = 5")
+	_, err = c.Exec(t.Context(), "VACUUM accounts")
+	pgErr = wantCode(t, err, "0A000")
+	if !strings.Contains(pgErr.Message, "VACUUM") || pgErr.Where != "" {
+		t.Errorf("refusal %q (where %q)", pgErr.Message, pgErr.Where)
+	}
+	if err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("connection unusable after the refusal: %v", err)
+	}
+	// Once the setting is empty again, VACUUM runs (the session still
+	// counts as one that may carry a token, so the pre-check runs and passes).
+	mustExec(t, c, "RESET lock.fencing_token")
+	mustExec(t, c, "VACUUM accounts")
+	mustExec(t, c, "CREATE INDEX CONCURRENTLY accounts_balance ON accounts (balance)")
+	// And ordinary statements still work and are fenced as before.
+	mustExec(t, c, "SET lock.fencing_token = 6")
+	mustExec(t, c, "SET lock.resource = 'vac'")
+	mustExec(t, c, "UPDATE accounts SET balance = balance WHERE id = 1")
+	if m := e.mark(t, "vac"); m != 6 {
+		t.Fatalf("mark %d, want 6", m)
+	}
+	// psql, which waits for each reply, sees the same.
+	out, _ := e.psql(t, "SET lock.resource = 'vac';\nSET lock.fencing_token = 7;\nVACUUM accounts;\nSELECT 'still here';\n", "-v", "ON_ERROR_STOP=0")
+	if !strings.Contains(out, "cannot run inside a transaction block") || !strings.Contains(out, "still here") {
+		t.Errorf("psql output:\n%s", out)
+	}
 }
