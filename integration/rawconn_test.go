@@ -239,17 +239,6 @@ func (c *wireConn) await(n int) (codes []string, rows int) {
 	return codes, rows
 }
 
-// setup sends msgs and fails unless n ReadyForQuery come within 10 s
-// with no error.
-func (c *wireConn) setup(n int, msgs ...pgproto3.FrontendMessage) {
-	c.t.Helper()
-	c.send(msgs...)
-	c.flush()
-	if codes, _, to := c.readyCount(n, 10*time.Second); to || len(codes) > 0 {
-		c.t.Fatalf("setup: codes %v, timed out %v", codes, to)
-	}
-}
-
 // wantUsable fails unless the session answers SELECT 1 with one row.
 func (c *wireConn) wantUsable() {
 	c.t.Helper()
