@@ -12,61 +12,11 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
-	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
-
-// dialBare opens a TCP connection to the proxy and sends nothing.
-func dialBare(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	return conn
-}
-
-// expectFatal reads backend messages from conn until an ErrorResponse,
-// checks its SQLSTATE, and then expects the proxy to close the connection.
-func expectFatal(t *testing.T, conn net.Conn, code string) *pgproto3.ErrorResponse {
-	t.Helper()
-	return expectFatalFE(t, pgproto3.NewFrontend(conn, conn), conn, code)
-}
-
-// expectFatalFE is expectFatal reading through fe, which may hold bytes
-// already read from conn.
-func expectFatalFE(t *testing.T, fe *pgproto3.Frontend, conn net.Conn, code string) *pgproto3.ErrorResponse {
-	t.Helper()
-	for {
-		msg, err := fe.Receive()
-		if err != nil {
-			t.Fatalf("want ErrorResponse %s, got %v", code, err)
-		}
-		if e, ok := msg.(*pgproto3.ErrorResponse); ok {
-			if e.Code != code || e.Severity != "FATAL" {
-				t.Fatalf("got %s %s %q, want FATAL %s", e.Severity, e.Code, e.Message, code)
-			}
-			c := *e
-			expectClosed(t, conn)
-			return &c
-		}
-	}
-}
-
-// expectClosed reads until the proxy closes conn.
-func expectClosed(t *testing.T, conn net.Conn) {
-	t.Helper()
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	n, err := io.Copy(io.Discard, conn)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatalf("connection still open after %d more bytes", n)
-	}
-}
 
 // stillServes checks that a fresh session through the proxy works.
 func stillServes(t *testing.T, e *env) {
@@ -75,47 +25,6 @@ func stillServes(t *testing.T, e *env) {
 	var one int
 	if err := conn.QueryRow(t.Context(), "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("a normal session after bad input: %v", err)
-	}
-}
-
-func startupPacket(t *testing.T, params map[string]string) []byte {
-	b, err := (&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber, Parameters: params}).Encode(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// readyConn is a raw connection past authentication, its backend tagged
-// with application_name so the test can watch the upstream side.
-func readyConn(t *testing.T, e *env, app string) net.Conn {
-	t.Helper()
-	conn, _ := readyConnAt(t, e.proxy.Addr, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app})
-	return conn
-}
-
-// readyConnAt opens a session at addr with the startup parameters params
-// and reads up to its first ReadyForQuery.
-func readyConnAt(t *testing.T, addr string, params map[string]string) (net.Conn, *pgproto3.Frontend) {
-	t.Helper()
-	conn := dialBare(t, addr)
-	conn.Write(startupPacket(t, params))
-	fe := pgproto3.NewFrontend(conn, conn)
-	receiveUntil[*pgproto3.ReadyForQuery](t, fe)
-	return conn, fe
-}
-
-// receiveUntil reads fe's messages up to the first of type T and returns it.
-func receiveUntil[T pgproto3.BackendMessage](t *testing.T, fe *pgproto3.Frontend) T {
-	t.Helper()
-	for {
-		msg, err := fe.Receive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m, ok := msg.(T); ok {
-			return m
-		}
 	}
 }
 
@@ -233,7 +142,7 @@ func TestRandomBytes(t *testing.T) {
 		if i%2 == 0 {
 			conn = dialBare(t, e.proxy.Addr)
 		} else {
-			conn = readyConn(t, e, "random")
+			conn = readyConn(t, e, "random").Conn
 		}
 		conn.Write(junk)
 		// The proxy must not wait for more than the junk promised forever:
@@ -263,8 +172,7 @@ func TestHalfSentMessage(t *testing.T) {
 		conn := readyConn(t, e, "half_copy")
 		q := append(header('Q', int32(4+len("COPY half FROM STDIN")+1)), "COPY half FROM STDIN\x00"...)
 		conn.Write(q)
-		fe := pgproto3.NewFrontend(conn, conn)
-		if msg, err := fe.Receive(); err != nil {
+		if msg, err := conn.fe.Receive(); err != nil {
 			t.Fatal(err)
 		} else if _, ok := msg.(*pgproto3.CopyInResponse); !ok {
 			t.Fatalf("got %T, want CopyInResponse", msg)

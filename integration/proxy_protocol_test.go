@@ -8,86 +8,16 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
-	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// rawConn is a protocol-level client: it speaks pgproto3 to the proxy so a
-// test can send exactly the messages it wants.
-type rawConn struct {
-	t    *testing.T
-	conn net.Conn
-	fe   *pgproto3.Frontend
-}
-
-func dialRaw(t *testing.T, e *env) *rawConn {
-	t.Helper()
-	conn, err := net.Dial("tcp", e.proxy.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	rc := &rawConn{t: t, conn: conn, fe: pgproto3.NewFrontend(conn, conn)}
-	rc.fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber,
-		Parameters: map[string]string{"user": pgcluster.Superuser, "database": e.db}})
-	rc.flush()
-	rc.until('Z')
-	return rc
-}
-
-func (rc *rawConn) flush() {
-	if err := rc.fe.Flush(); err != nil {
-		rc.t.Fatal(err)
-	}
-}
-
-// until receives messages up to and including one of type typ and returns
-// them all, as their type letters and decoded values.
-func (rc *rawConn) until(typ byte) (string, []pgproto3.BackendMessage) {
-	rc.t.Helper()
-	var types strings.Builder
-	var msgs []pgproto3.BackendMessage
-	for {
-		msg, err := rc.fe.Receive()
-		if err != nil {
-			rc.t.Fatalf("receive after %q: %v", types.String(), err)
-		}
-		b, _ := msg.Encode(nil)
-		types.WriteByte(b[0])
-		// Receive reuses message values; keep a copy via re-decoding.
-		msgs = append(msgs, copyMsg(rc.t, msg))
-		if b[0] == typ {
-			return types.String(), msgs
-		}
-	}
-}
-
-func copyMsg(t *testing.T, m pgproto3.BackendMessage) pgproto3.BackendMessage {
-	switch m := m.(type) {
-	case *pgproto3.DataRow:
-		vals := make([][]byte, len(m.Values))
-		for i, v := range m.Values {
-			vals[i] = append([]byte(nil), v...)
-		}
-		return &pgproto3.DataRow{Values: vals}
-	case *pgproto3.CommandComplete:
-		return &pgproto3.CommandComplete{CommandTag: append([]byte(nil), m.CommandTag...)}
-	case *pgproto3.FunctionCallResponse:
-		return &pgproto3.FunctionCallResponse{Result: append([]byte(nil), m.Result...)}
-	case *pgproto3.ErrorResponse:
-		c := *m
-		return &c
-	}
-	return m
-}
-
 func TestProtocolExtended(t *testing.T) {
 	e := newEnv(t)
-	rc := dialRaw(t, e)
+	rc := readyConn(t, e, "")
+	rc.SetDeadline(time.Now().Add(20 * time.Second))
 	// A named statement, a named portal with a row limit (PortalSuspended),
 	// Describe of both, Flush in the middle, then Close and Sync.
 	rc.fe.SendParse(&pgproto3.Parse{Name: "s1", Query: "SELECT g FROM generate_series(1, $1::int) g"})
@@ -135,7 +65,8 @@ func TestProtocolExtended(t *testing.T) {
 
 func TestProtocolFunctionCall(t *testing.T) {
 	e := newEnv(t)
-	rc := dialRaw(t, e)
+	rc := readyConn(t, e, "")
+	rc.SetDeadline(time.Now().Add(20 * time.Second))
 	rc.fe.Send(&pgproto3.Query{String: "SELECT 'pg_catalog.int4pl'::regproc::oid"})
 	rc.flush()
 	_, msgs := rc.until('Z')

@@ -719,34 +719,11 @@ type smConn struct {
 
 func smDial(t *testing.T, addr, db string) *smConn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	c := &smConn{conn: conn, fe: pgproto3.NewFrontend(conn, conn)}
-	c.fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber,
-		Parameters: map[string]string{"user": pgcluster.Superuser, "database": db}})
-	if err := c.fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	var params []string
-	for {
-		m, err := c.fe.Receive()
-		if err != nil {
-			t.Fatalf("startup: %v", err)
-		}
-		switch m := m.(type) {
-		case *pgproto3.ParameterStatus:
-			params = append(params, m.Name+"="+m.Value)
-		case *pgproto3.ErrorResponse:
-			t.Fatalf("startup: %s %s", m.Code, m.Message)
-		case *pgproto3.ReadyForQuery:
-			sort.Strings(params)
-			c.startup = strings.Join(params, " ")
-			return c
-		}
-	}
+	w := openWire(t, addr, map[string]string{"user": pgcluster.Superuser, "database": db})
+	w.SetDeadline(time.Now().Add(20 * time.Second))
+	params := append([]string(nil), w.startup...)
+	sort.Strings(params)
+	return &smConn{conn: w.Conn, fe: w.fe, startup: strings.Join(params, " ")}
 }
 
 func (c *smConn) close() {

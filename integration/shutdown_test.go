@@ -46,28 +46,6 @@ func waitExit(t *testing.T, cmd *exec.Cmd, logs *syncBuffer, limit time.Duration
 	return time.Since(start)
 }
 
-// rawQuery sends a simple query on a raw connection and reads to its
-// ReadyForQuery, returning the transaction status.
-func rawQuery(t *testing.T, fe *pgproto3.Frontend, sql string) byte {
-	t.Helper()
-	fe.Send(&pgproto3.Query{String: sql})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		msg, err := fe.Receive()
-		if err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		switch m := msg.(type) {
-		case *pgproto3.ErrorResponse:
-			t.Fatalf("%s: %s %s", sql, m.Code, m.Message)
-		case *pgproto3.ReadyForQuery:
-			return m.TxStatus
-		}
-	}
-}
-
 // TestShutdownGraceful: on SIGTERM an idle session is closed at once with
 // 57P01, new clients are refused, a session inside a transaction finishes
 // it, is then closed with 57P01, and the process exits 0.
@@ -78,8 +56,7 @@ func TestShutdownGraceful(t *testing.T) {
 
 	idle := readyConn(t, e, "idle")
 	busy := readyConn(t, e, "busy")
-	bfe := pgproto3.NewFrontend(busy, busy)
-	if st := rawQuery(t, bfe, "BEGIN; INSERT INTO drained VALUES (1)"); st != 'T' {
+	if st := busy.query("BEGIN; INSERT INTO drained VALUES (1)"); st != 'T' {
 		t.Fatalf("status %q after BEGIN, want T", st)
 	}
 
@@ -100,13 +77,13 @@ func TestShutdownGraceful(t *testing.T) {
 		t.Error("a new client connected during shutdown")
 	}
 	// The transaction goes on and commits.
-	if st := rawQuery(t, bfe, "INSERT INTO drained VALUES (2)"); st != 'T' {
+	if st := busy.query("INSERT INTO drained VALUES (2)"); st != 'T' {
 		t.Fatalf("status %q inside the transaction, want T", st)
 	}
-	if st := rawQuery(t, bfe, "COMMIT"); st != 'I' {
+	if st := busy.query("COMMIT"); st != 'I' {
 		t.Fatalf("status %q after COMMIT, want I", st)
 	}
-	expectFatalFE(t, bfe, busy, "57P01")
+	busy.expectFatal("57P01")
 	if d := waitExit(t, cmd, logs, 5*time.Second); d > 3*time.Second {
 		t.Errorf("exit took %v after the last session ended", d)
 	}
@@ -122,13 +99,12 @@ func TestShutdownGraceful(t *testing.T) {
 func TestShutdownTimeout(t *testing.T) {
 	e, cmd, logs := serveWithConfig(t, "shutdown_timeout: 500ms\n")
 	busy := readyConn(t, e, "stuck")
-	bfe := pgproto3.NewFrontend(busy, busy)
-	if st := rawQuery(t, bfe, "BEGIN"); st != 'T' {
+	if st := busy.query("BEGIN"); st != 'T' {
 		t.Fatalf("status %q after BEGIN, want T", st)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	start := time.Now()
-	expectFatalFE(t, bfe, busy, "57P01")
+	busy.expectFatal("57P01")
 	if d := time.Since(start); d < 400*time.Millisecond || d > 4*time.Second {
 		t.Errorf("closed after %v, want about 500ms", d)
 	}
@@ -156,8 +132,7 @@ func TestShutdownInProcess(t *testing.T) {
 	e := newEnv(t)
 	idle := readyConn(t, e, "ip_idle")
 	busy := readyConn(t, e, "ip_busy")
-	bfe := pgproto3.NewFrontend(busy, busy)
-	if st := rawQuery(t, bfe, "BEGIN"); st != 'T' {
+	if st := busy.query("BEGIN"); st != 'T' {
 		t.Fatalf("status %q after BEGIN", st)
 	}
 	done := make(chan error, 1)
@@ -168,13 +143,13 @@ func TestShutdownInProcess(t *testing.T) {
 		t.Fatalf("Shutdown returned %v with a transaction open", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	if st := rawQuery(t, bfe, "SELECT 1"); st != 'T' {
+	if st := busy.query("SELECT 1"); st != 'T' {
 		t.Fatalf("status %q in the transaction", st)
 	}
-	if st := rawQuery(t, bfe, "ROLLBACK"); st != 'I' {
+	if st := busy.query("ROLLBACK"); st != 'I' {
 		t.Fatalf("status %q after ROLLBACK", st)
 	}
-	expectFatalFE(t, bfe, busy, "57P01")
+	busy.expectFatal("57P01")
 	select {
 	case err := <-done:
 		if err != nil {
@@ -190,15 +165,14 @@ func TestShutdownInProcess(t *testing.T) {
 func TestShutdownInProcessTimeout(t *testing.T) {
 	e := newEnv(t)
 	busy := readyConn(t, e, "ip_stuck")
-	bfe := pgproto3.NewFrontend(busy, busy)
-	if st := rawQuery(t, bfe, "BEGIN"); st != 'T' {
+	if st := busy.query("BEGIN"); st != 'T' {
 		t.Fatalf("status %q after BEGIN", st)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- e.proxy.Shutdown(ctx) }()
-	expectFatalFE(t, bfe, busy, "57P01")
+	busy.expectFatal("57P01")
 	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown = %v, want context.DeadlineExceeded", err)
 	}
@@ -212,26 +186,25 @@ func TestShutdownInProcessTimeout(t *testing.T) {
 func TestShutdownWaitsForOpenExtendedSequence(t *testing.T) {
 	e := newEnv(t)
 	conn := readyConn(t, e, "ip_ext_open")
-	fe := pgproto3.NewFrontend(conn, conn)
-	fe.Send(&pgproto3.Parse{Query: "SELECT 1"})
-	fe.Send(&pgproto3.Bind{})
-	fe.Send(&pgproto3.Execute{})
-	fe.Send(&pgproto3.Flush{})
-	if err := fe.Flush(); err != nil {
+	conn.fe.Send(&pgproto3.Parse{Query: "SELECT 1"})
+	conn.fe.Send(&pgproto3.Bind{})
+	conn.fe.Send(&pgproto3.Execute{})
+	conn.fe.Send(&pgproto3.Flush{})
+	if err := conn.fe.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	receiveUntil[*pgproto3.CommandComplete](t, fe)
+	receiveUntil[*pgproto3.CommandComplete](t, conn.fe)
 	done := make(chan error, 1)
 	go func() { done <- e.proxy.Shutdown(t.Context()) }()
 	time.Sleep(200 * time.Millisecond) // Shutdown has closed the idle sessions by now
-	fe.Send(&pgproto3.Sync{})
-	if err := fe.Flush(); err != nil {
+	conn.fe.Send(&pgproto3.Sync{})
+	if err := conn.fe.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if z := receiveUntil[*pgproto3.ReadyForQuery](t, fe); z.TxStatus != 'I' {
+	if z := receiveUntil[*pgproto3.ReadyForQuery](t, conn.fe); z.TxStatus != 'I' {
 		t.Fatalf("status %q after Sync", z.TxStatus)
 	}
-	expectFatalFE(t, fe, conn, "57P01")
+	conn.expectFatal("57P01")
 	if err := <-done; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}

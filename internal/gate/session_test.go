@@ -157,12 +157,11 @@ func (w *wire) replies(types string, status byte) string {
 }
 
 // Shorthands for client messages.
-func q(text string) Msg                  { return Msg{Type: 'Q', Text: text} }
-func parse(name, text string) Msg        { return Msg{Type: 'P', Name: name, Text: text} }
-func bind(portal, stmt string) Msg       { return Msg{Type: 'B', Portal: portal, Name: stmt} }
-func exec(portal string) Msg             { return Msg{Type: 'E', Portal: portal} }
-func closeMsg(obj byte, name string) Msg { return Msg{Type: 'C', Object: obj, Name: name} }
-func syncMsg() Msg                       { return Msg{Type: 'S'} }
+func q(text string) Msg            { return Msg{Type: 'Q', Text: text} }
+func parse(name, text string) Msg  { return Msg{Type: 'P', Name: name, Text: text} }
+func bind(portal, stmt string) Msg { return Msg{Type: 'B', Portal: portal, Name: stmt} }
+func exec(portal string) Msg       { return Msg{Type: 'E', Portal: portal} }
+func syncMsg() Msg                 { return Msg{Type: 'S'} }
 
 // raiseText is the statement the gate injects to refuse.
 func raiseText(code, msg string) string {

@@ -1,15 +1,16 @@
 package integration
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -32,64 +33,6 @@ func copyEnv(t *testing.T) *env {
 	return e
 }
 
-// copyTranscript sends msgs, flushed, and reads replies until ready
-// ReadyForQuery arrived, the connection ends or 5 seconds pass, answering
-// a CopyInResponse with copy (CopyData of each line, then CopyDone). It
-// returns the reply types, with each error's SQLSTATE in braces.
-func copyTranscript(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, ready int, copy []string, msgs ...pgproto3.FrontendMessage) string {
-	t.Helper()
-	return copyReplies(t, conn, fe, ready, copy, []pgproto3.FrontendMessage{&pgproto3.CopyDone{}}, msgs)
-}
-
-// copyReplies sends msgs, flushed, and reads replies until ready
-// ReadyForQuery arrived, the connection ends or 5 seconds pass, answering
-// a CopyInResponse with the lines as CopyData, then end. It returns the
-// reply types, with each error's SQLSTATE in braces.
-func copyReplies(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, ready int, lines []string, end, msgs []pgproto3.FrontendMessage) string {
-	t.Helper()
-	for _, m := range msgs {
-		fe.Send(m)
-	}
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	defer conn.SetDeadline(time.Time{})
-	var b strings.Builder
-	for ready > 0 {
-		msg, err := fe.Receive()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				b.WriteString(" TIMEOUT")
-			} else {
-				b.WriteString(" CLOSED")
-			}
-			return b.String()
-		}
-		buf, _ := msg.Encode(nil)
-		b.WriteByte(buf[0])
-		switch m := msg.(type) {
-		case *pgproto3.ErrorResponse:
-			fmt.Fprintf(&b, "{%s}", m.Code)
-			t.Logf("error %s %s", m.Code, m.Message)
-		case *pgproto3.ReadyForQuery:
-			ready--
-		case *pgproto3.CopyInResponse:
-			for _, line := range lines {
-				fe.Send(&pgproto3.CopyData{Data: []byte(line + "\n")})
-			}
-			for _, m := range end {
-				fe.Send(m)
-			}
-			if err := fe.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return b.String()
-}
-
 func invoices(t *testing.T, e *env) string {
 	t.Helper()
 	conn := connect(t, e.direct(), pgx.QueryExecModeExec)
@@ -98,22 +41,6 @@ func invoices(t *testing.T, e *env) string {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// copyConn opens a raw session through the proxy.
-func copyConn(t *testing.T, e *env) (net.Conn, *pgproto3.Frontend) {
-	t.Helper()
-	conn, fe := readyConnAt(t, e.proxy.Addr, map[string]string{"user": pgcluster.Superuser, "database": e.db})
-	t.Cleanup(func() { conn.Close() })
-	return conn, fe
-}
-
-// wantUsable fails unless the session answers SELECT 1 with one row.
-func wantUsable(t *testing.T, conn net.Conn, fe *pgproto3.Frontend) {
-	t.Helper()
-	if got := copyTranscript(t, conn, fe, 1, nil, &pgproto3.Query{String: "SELECT 1"}); got != "TDCZ" {
-		t.Fatalf("SELECT 1 afterwards: %s", got)
-	}
 }
 
 // TestCopyInProbeSimple: Query texts that need a probe and hold a COPY
@@ -126,13 +53,13 @@ func TestCopyInProbeSimple(t *testing.T) {
 		{"DO $$BEGIN NULL; END$$;\n/* ; */ copy INVOICES(amount)from\tstdin  ", "CGCZ"},
 		{"COPY invoices (amount) FROM STDIN; CALL p()", "GCCZ"},
 	} {
-		conn, fe := copyConn(t, e)
+		conn := readyConn(t, e, "")
 		line := fmt.Sprint(i + 1)
-		if got := copyTranscript(t, conn, fe, 1, []string{line}, &pgproto3.Query{String: tc.text}); got != tc.want {
+		if got := conn.transcriptWithCopy(1, []string{line}, &pgproto3.Query{String: tc.text}); got != tc.want {
 			t.Errorf("%q: %s, want %s", tc.text, got, tc.want)
 			continue
 		}
-		wantUsable(t, conn, fe)
+		conn.wantUsable()
 	}
 	if got := invoices(t, e); got != "1,2,3" {
 		t.Errorf("invoices %q, want 1,2,3", got)
@@ -144,14 +71,14 @@ func TestCopyInProbeSimple(t *testing.T) {
 // Query: a COPY FROM STDIN on its own took it for copy data.
 func TestCopyInAloneAfterProbeInTransaction(t *testing.T) {
 	e := copyEnv(t)
-	conn, fe := copyConn(t, e)
-	if got := copyTranscript(t, conn, fe, 3, nil, &pgproto3.Query{String: "BEGIN"}, &pgproto3.Query{String: "CALL p()"}, &pgproto3.Query{String: "COMMIT"}); got != "CZCZCZ" {
+	conn := readyConn(t, e, "")
+	if got := conn.transcript(3, &pgproto3.Query{String: "BEGIN"}, &pgproto3.Query{String: "CALL p()"}, &pgproto3.Query{String: "COMMIT"}); got != "CZCZCZ" {
 		t.Fatalf("BEGIN, CALL, COMMIT: %s", got)
 	}
-	if got := copyTranscript(t, conn, fe, 1, []string{"7", "8"}, &pgproto3.Query{String: "COPY invoices (amount) FROM STDIN"}); got != "GCZ" {
+	if got := conn.transcriptWithCopy(1, []string{"7", "8"}, &pgproto3.Query{String: "COPY invoices (amount) FROM STDIN"}); got != "GCZ" {
 		t.Fatalf("COPY alone: %s, want GCZ", got)
 	}
-	wantUsable(t, conn, fe)
+	conn.wantUsable()
 	if got := invoices(t, e); got != "7,8" {
 		t.Errorf("invoices %q, want 7,8", got)
 	}
@@ -162,15 +89,15 @@ func TestCopyInAloneAfterProbeInTransaction(t *testing.T) {
 func TestCopyOutAfterProbe(t *testing.T) {
 	e := copyEnv(t)
 	harnessExec(t, e.direct(), "INSERT INTO invoices (amount) VALUES (4), (5)")
-	conn, fe := copyConn(t, e)
-	fe.Send(&pgproto3.Query{String: "CALL p(); COPY (SELECT amount FROM invoices ORDER BY id) TO STDOUT"})
-	if err := fe.Flush(); err != nil {
+	conn := readyConn(t, e, "")
+	conn.fe.Send(&pgproto3.Query{String: "CALL p(); COPY (SELECT amount FROM invoices ORDER BY id) TO STDOUT"})
+	if err := conn.fe.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	var data, types strings.Builder
 	for {
-		msg, err := fe.Receive()
+		msg, err := conn.fe.Receive()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +114,7 @@ func TestCopyOutAfterProbe(t *testing.T) {
 	if types.String() != "CHddcCZ" || data.String() != "4\n5\n" {
 		t.Errorf("replies %s, data %q", types.String(), data.String())
 	}
-	wantUsable(t, conn, fe)
+	conn.wantUsable()
 }
 
 // TestCopyInProbeExtended: a CALL and a COPY FROM STDIN in one
@@ -197,25 +124,25 @@ func TestCopyOutAfterProbe(t *testing.T) {
 // before the fix too: the client's Sync came after CopyDone.)
 func TestCopyInProbeExtended(t *testing.T) {
 	e := copyEnv(t)
-	conn, fe := copyConn(t, e)
+	conn := readyConn(t, e, "")
 	for _, m := range []pgproto3.FrontendMessage{
 		&pgproto3.Parse{Query: "CALL p()"}, &pgproto3.Bind{}, &pgproto3.Execute{},
 		&pgproto3.Parse{Query: "COPY invoices (amount) FROM STDIN"}, &pgproto3.Bind{}, &pgproto3.Execute{},
 		&pgproto3.Flush{},
 	} {
-		fe.Send(m)
+		conn.fe.Send(m)
 	}
-	if err := fe.Flush(); err != nil {
+	if err := conn.fe.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	receiveUntil[*pgproto3.CopyInResponse](t, fe)
+	receiveUntil[*pgproto3.CopyInResponse](t, conn.fe)
 	conn.SetDeadline(time.Time{})
 	// The probe goes behind this Sync: the COPY ended at CopyDone.
-	if got := copyTranscript(t, conn, fe, 1, nil, &pgproto3.CopyData{Data: []byte("9\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{}); got != "CZ" {
+	if got := conn.transcript(1, &pgproto3.CopyData{Data: []byte("9\n")}, &pgproto3.CopyDone{}, &pgproto3.Sync{}); got != "CZ" {
 		t.Fatalf("replies after the copy %s, want CZ", got)
 	}
-	wantUsable(t, conn, fe)
+	conn.wantUsable()
 	if got := invoices(t, e); got != "9" {
 		t.Errorf("invoices %q, want 9", got)
 	}
@@ -228,12 +155,11 @@ func TestCopyInProbeExtended(t *testing.T) {
 // Sync when the COPY started, and answers it when the COPY failed before
 // reading it), the connection ends or 5 seconds pass, and returns the reply
 // types, with each error's SQLSTATE in braces.
-func copyExtended(t *testing.T, conn net.Conn, fe *pgproto3.Frontend, ready int, text string, lines []string, end pgproto3.FrontendMessage) string {
-	t.Helper()
-	return copyReplies(t, conn, fe, ready, lines, []pgproto3.FrontendMessage{end, &pgproto3.Sync{}}, []pgproto3.FrontendMessage{
+func copyExtended(conn *wireConn, ready int, text string, lines []string, end pgproto3.FrontendMessage) string {
+	conn.t.Helper()
+	return conn.transcriptCopy(ready, lines, []pgproto3.FrontendMessage{end, &pgproto3.Sync{}},
 		&pgproto3.Parse{Query: text}, &pgproto3.Bind{}, &pgproto3.Describe{ObjectType: 'P'},
-		&pgproto3.Execute{}, &pgproto3.Sync{},
-	})
+		&pgproto3.Execute{}, &pgproto3.Sync{})
 }
 
 // TestCopyInExtendedPipelinedSync: libpq's PQexecParams sends Sync right
@@ -251,7 +177,7 @@ func TestCopyInExtendedPipelinedSync(t *testing.T) {
 		"CREATE TABLE refused (a int)",
 		"CREATE FUNCTION no() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'no' USING ERRCODE = 'P0001'; END$$",
 		"CREATE TRIGGER no BEFORE INSERT ON refused FOR EACH STATEMENT EXECUTE FUNCTION no()")
-	conn, fe := copyConn(t, e)
+	conn := readyConn(t, e, "")
 	const cp = "COPY invoices (amount) FROM STDIN"
 	for _, tc := range []struct {
 		name, text string
@@ -267,10 +193,10 @@ func TestCopyInExtendedPipelinedSync(t *testing.T) {
 		{"trigger before first sync", "COPY refused FROM STDIN", []string{"1"}, &pgproto3.CopyDone{}, 2, "12nGE{P0001}ZZ"},
 		{"copy again", cp, []string{"13"}, &pgproto3.CopyDone{}, 1, "12nGCZ"},
 	} {
-		if got := copyExtended(t, conn, fe, tc.ready, tc.text, tc.lines, tc.end); got != tc.want {
+		if got := copyExtended(conn, tc.ready, tc.text, tc.lines, tc.end); got != tc.want {
 			t.Fatalf("%s: replies %s, want %s", tc.name, got, tc.want)
 		}
-		wantUsable(t, conn, fe)
+		conn.wantUsable()
 	}
 	if got := invoices(t, e); got != "9,10,13" {
 		t.Errorf("invoices %q, want 9,10,13", got)
@@ -283,31 +209,31 @@ func TestCopyInExtendedPipelinedSync(t *testing.T) {
 // CopyDone, not the one the server ignores.
 func TestCopyInExtendedFenced(t *testing.T) {
 	e := copyEnv(t)
-	conn, fe := copyConn(t, e)
+	conn := readyConn(t, e, "")
 	const cp = "COPY invoices (amount) FROM STDIN"
-	if got := copyTranscript(t, conn, fe, 1, nil, &pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 99"}); got != "CCZ" {
+	if got := conn.transcript(1, &pgproto3.Query{String: "SET lock.resource = 'acct/1'; SET lock.fencing_token = 99"}); got != "CCZ" {
 		t.Fatalf("SET: %s", got)
 	}
-	if got := copyExtended(t, conn, fe, 1, cp, []string{"1"}, &pgproto3.CopyDone{}); got != "1E{55Z01}Z" {
+	if got := copyExtended(conn, 1, cp, []string{"1"}, &pgproto3.CopyDone{}); got != "1E{55Z01}Z" {
 		t.Fatalf("stale COPY: %s, want 1E{55Z01}Z", got)
 	}
-	if got := copyTranscript(t, conn, fe, 1, nil, &pgproto3.Query{String: "SET lock.fencing_token = 100"}); got != "CZ" {
+	if got := conn.transcript(1, &pgproto3.Query{String: "SET lock.fencing_token = 100"}); got != "CZ" {
 		t.Fatalf("SET: %s", got)
 	}
-	if got := copyExtended(t, conn, fe, 1, cp, []string{"2"}, &pgproto3.CopyDone{}); got != "12nGCZ" {
+	if got := copyExtended(conn, 1, cp, []string{"2"}, &pgproto3.CopyDone{}); got != "12nGCZ" {
 		t.Fatalf("COPY: %s, want 12nGCZ", got)
 	}
-	wantUsable(t, conn, fe)
+	conn.wantUsable()
 	// CALL, then COPY in one sequence: the probe CALL needs goes behind
 	// the last Sync.
-	conn2, fe2 := copyConn(t, e)
-	fe2.Send(&pgproto3.Parse{Query: "CALL p()"})
-	fe2.Send(&pgproto3.Bind{})
-	fe2.Send(&pgproto3.Execute{})
-	if got := copyExtended(t, conn2, fe2, 1, cp, []string{"3"}, &pgproto3.CopyDone{}); got != "12C12nGCZ" {
+	conn2 := readyConn(t, e, "")
+	conn2.fe.Send(&pgproto3.Parse{Query: "CALL p()"})
+	conn2.fe.Send(&pgproto3.Bind{})
+	conn2.fe.Send(&pgproto3.Execute{})
+	if got := copyExtended(conn2, 1, cp, []string{"3"}, &pgproto3.CopyDone{}); got != "12C12nGCZ" {
 		t.Fatalf("CALL, COPY: %s, want 12C12nGCZ", got)
 	}
-	wantUsable(t, conn2, fe2)
+	conn2.wantUsable()
 	if got := invoices(t, e); got != "2,3" {
 		t.Errorf("invoices %q, want 2,3", got)
 	}
@@ -380,23 +306,127 @@ print(" | ".join(res))
 // it: the COPY does not complete, no row lands.
 func TestCopyInExtendedQueryDuringCopy(t *testing.T) {
 	e := copyEnv(t)
-	conn, fe := copyConn(t, e)
+	conn := readyConn(t, e, "")
 	for _, m := range []pgproto3.FrontendMessage{
 		&pgproto3.Parse{Query: "COPY invoices (amount) FROM STDIN"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{},
 	} {
-		fe.Send(m)
+		conn.fe.Send(m)
 	}
-	if err := fe.Flush(); err != nil {
+	if err := conn.fe.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	receiveUntil[*pgproto3.CopyInResponse](t, fe)
+	receiveUntil[*pgproto3.CopyInResponse](t, conn.fe)
 	conn.SetDeadline(time.Time{})
-	got := copyTranscript(t, conn, fe, 1, nil, &pgproto3.CopyData{Data: []byte("5\n")}, &pgproto3.Query{String: "INSERT INTO invoices (amount) VALUES (6)"}, &pgproto3.CopyDone{}, &pgproto3.Sync{})
+	got := conn.transcript(1, &pgproto3.CopyData{Data: []byte("5\n")}, &pgproto3.Query{String: "INSERT INTO invoices (amount) VALUES (6)"}, &pgproto3.CopyDone{}, &pgproto3.Sync{})
 	if got != "E{08P01} CLOSED" {
 		t.Fatalf("replies %s, want E{08P01} CLOSED", got)
 	}
 	if got := invoices(t, e); got != "" {
 		t.Errorf("invoices %q, want none", got)
+	}
+}
+
+// TestQueryDuringCopyInIsAnsweredNotHeld: a Query sent where the server
+// expects COPY data gets the server's error, not a hang, and its backend
+// goes when the client does.
+//
+// A client that sends a Query where the server expects COPY data gets an
+// error from PostgreSQL ("unexpected message type 0x51 during COPY from
+// stdin"). Through the proxy the Query waits (Wait) for the COPY's
+// ReadyForQuery (its unit changed client_encoding), which never comes: the
+// server waits for the data held behind the Query. The session hung for
+// good, and when the client gave up its backend stayed, in its transaction,
+// holding its locks.
+func TestQueryDuringCopyInIsAnsweredNotHeld(t *testing.T) {
+	for _, relay := range []string{"loop", "goroutines"} {
+		t.Run(relay, func(t *testing.T) {
+			e := staleEnv(t)
+			addr := e.proxy.Addr
+			if relay == "goroutines" {
+				addr = harness.StartProxy(t, pgwire.Config{Upstream: e.pg.Addr(), GoroutineRelay: true,
+					Fencing: &gate.Config{Analyzer: gate.NewAnalyzer(1024)}}).Addr
+			}
+			app := "held-copy-held-" + relay
+			conn := openWire(t, addr, map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app})
+			conn.send(&pgproto3.Query{String: "SET lock.resource = 'acct/9'; SET lock.fencing_token = 1"})
+			conn.send(&pgproto3.Query{String: "SET client_encoding = 'UTF8'; COPY accounts FROM STDIN"})
+			conn.flush()
+			receiveUntil[*pgproto3.CopyInResponse](t, conn.fe)
+			conn.send(&pgproto3.Query{String: "SELECT 1"})
+			conn.flush()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			var code string
+			for code == "" {
+				msg, err := conn.fe.Receive()
+				if err != nil {
+					t.Errorf("no error for a Query during COPY FROM STDIN: %v", err)
+					break
+				}
+				if m, ok := msg.(*pgproto3.ErrorResponse); ok {
+					code = m.Code
+				}
+			}
+			t.Logf("code %s", code)
+			conn.Close()
+			waitBackendGone(t, e, app)
+		})
+	}
+}
+
+// TestHeldQueryAfterCopyDataRuns: a Query held behind a COPY the client
+// ended runs.
+//
+// What TestQueryDuringCopyInIsAnsweredNotHeld refuses must not catch a
+// client that ends its COPY before the Query that waits: the copy pipelined
+// with the Query that starts it, or sent after the CopyInResponse, each with
+// a Query behind it that gate holds back.
+func TestHeldQueryAfterCopyDataRuns(t *testing.T) {
+	e := staleEnv(t)
+	for _, wait := range []bool{false, true} {
+		conn := readyConn(t, e, "held-copy-ok")
+		conn.send(&pgproto3.Query{String: "SET lock.resource = 'acct/9'; SET lock.fencing_token = 1"})
+		conn.send(&pgproto3.Query{String: "SET client_encoding = 'UTF8'; COPY invoices (amount) FROM STDIN"})
+		if wait {
+			conn.flush()
+			receiveUntil[*pgproto3.CopyInResponse](t, conn.fe)
+		}
+		conn.send(&pgproto3.CopyData{Data: []byte("7\n")})
+		conn.send(&pgproto3.CopyDone{})
+		conn.send(&pgproto3.Query{String: "SELECT 1"})
+		conn.flush()
+		n := 3
+		if wait {
+			n = 2
+		}
+		codes, rows, to := conn.readyCount(n, 10*time.Second)
+		if to || len(codes) > 0 || rows != 1 {
+			t.Errorf("wait %v: codes %v rows %d timed out %v", wait, codes, rows, to)
+		}
+	}
+}
+
+// TestCopyFromFenced: COPY FROM under a token is checked like a write: it
+// advances the mark, and under a stale token it is refused (55Z01) with no
+// row copied.
+func TestCopyFromFenced(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	c := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	mustExec(t, c, "SET lock.resource = 'copy'")
+	mustExec(t, c, "SET lock.fencing_token = 9")
+	n, err := c.CopyFrom(t.Context(), pgx.Identifier{"invoices"}, []string{"amount"}, pgx.CopyFromRows([][]any{{1}, {2}, {3}}))
+	if err != nil || n != 3 {
+		t.Fatalf("CopyFrom = %d, %v", n, err)
+	}
+	if m := e.mark(t, "copy"); m != 9 {
+		t.Fatalf("mark %d, want 9", m)
+	}
+	mustExec(t, c, "SET lock.fencing_token = 8")
+	_, err = c.CopyFrom(t.Context(), pgx.Identifier{"invoices"}, []string{"amount"}, pgx.CopyFromRows([][]any{{4}}))
+	wantCode(t, err, "55Z01")
+	var count int
+	direct := connect(t, e.direct(), pgx.QueryExecModeExec)
+	if err := direct.QueryRow(t.Context(), "SELECT count(*) FROM invoices").Scan(&count); err != nil || count != 3 {
+		t.Fatalf("invoices has %d rows (%v), want 3", count, err)
 	}
 }
