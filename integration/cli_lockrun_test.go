@@ -129,9 +129,10 @@ func waitForKey(t *testing.T, etcd *harness.Etcd, prefix string) *clientv3.GetRe
 func TestLockRunLost(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 	ep := "--etcd=" + strings.Join(etcd.Endpoints(), ",")
-	marker := filepath.Join(t.TempDir(), "terminated")
+	dir := t.TempDir()
+	marker, ready := filepath.Join(dir, "terminated"), filepath.Join(dir, "ready")
 	cmd := exec.Command(harness.Binary(t), "lock", "run", ep, "--ttl=3s", "--kill-after=2s", "lossy", "--",
-		"sh", "-c", `trap 'echo term > `+marker+`; exit 0' TERM; while true; do sleep 0.1; done`)
+		"sh", "-c", `trap 'echo term > `+marker+`; exit 0' TERM; touch `+ready+`; while true; do sleep 0.1; done`)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -139,6 +140,16 @@ func TestLockRunLost(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
 	resp := waitForKey(t, etcd, "/fenceproxy/locks/lossy/")
+	// The child has its trap once it has made the ready file: a loss
+	// before that would kill it with the default action.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child never started:\n%s", out.String())
+		}
+	}
 	// Another client revokes the holder's lease: the lock is gone.
 	if _, err := etcd.Client(t).Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
