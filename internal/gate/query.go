@@ -28,7 +28,7 @@ func (s *Session) query(sql string) Decision {
 			// changed, or may have changed unseen (see lexUnseen),
 			// standard_conforming_strings or client_encoding: the server
 			// reports them only at Sync.
-			return s.refuseQuery(refusal{code: codeCannotFence, message: msgLexChanged}, nil)
+			return s.refuseQuery(refLexChanged, nil)
 		}
 		return s.waitQuery() // see lexUnseen
 	}
@@ -37,7 +37,7 @@ func (s *Session) query(sql string) Decision {
 		// Code the text did not show may have changed how the server reads
 		// this text (see lexUnseen): in a session without fencing it
 		// passes, and a probe follows it.
-		an = s.cannotAnalyse(&refusal{code: codeCannotFence, message: msgLexChanged})
+		an = s.cannotAnalyse(&refLexChanged)
 	} else {
 		an = s.analyze(sql)
 	}
@@ -358,13 +358,13 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 		for _, op := range unnamed {
 			s.reg.send(op)
 		}
-		return s.refuseQuery(refusal{code: codeCannotFence, message: fmtFirstWords(msgCannotFenceOpen, st.Text)}, unnamed), true
+		return s.refuseQuery(refCannotFenceOpen(st.Text), unnamed), true
 	}
 	s.beginUnit()
 	s.pre = prePending
 	s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}, precheck: true})
-	msg := fmtFirstWords(msgCannotFenceFn, st.Text)
-	return Decision{Wait: true, Before: []pgproto3.FrontendMessage{&pgproto3.Query{String: string(hwm.AppendRaiseIfToken(nil, codeCannotFence, msg))}}}, true
+	r := refCannotFenceFn(st.Text)
+	return Decision{Wait: true, Before: []pgproto3.FrontendMessage{&pgproto3.Query{String: string(hwm.AppendRaiseIfToken(nil, r.hwm()))}}}, true
 }
 
 // noTxnWords are fragments without which a statement cannot be one that

@@ -181,7 +181,7 @@ func (s *Session) Client(m Msg) Decision {
 		return Decision{Fail: copyFailMsg(s.copyActive)}
 	}
 	if s.nameUnsafe(m.Name) || s.nameUnsafe(m.Portal) {
-		return s.refuseExtended(refusal{code: codeInvalidName, message: msgNameEncoding})
+		return s.refuseExtended(refNameEncoding)
 	}
 	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
 	if s.trustUnknown(m.Type) {
