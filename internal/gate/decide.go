@@ -169,7 +169,7 @@ type analysis struct {
 // analyze decides how far a text must be looked at, and refuses what cannot
 // be analysed exactly as the server will read it, where fencing is
 // possible (docs/design.md "Fail closed", rule 1). In a session that may hold no
-// token and guards no table, a text that cannot be read safely is
+// token and has no require_token table, a text that cannot be read safely is
 // forwarded, and a probe after it asks the server whether it set a token.
 func (s *Session) analyze(sql string) analysis {
 	return s.analyzeKnown(sql, mayMatter(sql))
@@ -495,7 +495,7 @@ func (s *Session) configTextUnsure(args hwm.CheckArgs, extra []hwm.CheckArgs) bo
 }
 
 // tableNamesUnsure refuses a statement that names a table with non-ASCII
-// characters, where the config guards tables and the server does not read
+// characters, where the config has require_token tables and the server does not read
 // the client's bytes as UTF-8: the config's names are UTF-8, and the proxy
 // would compare the client's bytes (LATIN1 e9 a9 a9, read as U+9A69) with
 // them, while the server converts them ("é©©") and writes the table the
@@ -673,7 +673,7 @@ func (s *Session) nameUnsafe(name string) bool {
 }
 
 // sessionKey is the check a statement without directives gets in a session
-// that guards no table: the session's token and resource, advancing.
+// that has no require_token table: the session's token and resource, advancing.
 func (s *Session) sessionKey() checkKey {
 	return keyOf(hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: true}, nil)
 }

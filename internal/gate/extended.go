@@ -206,7 +206,7 @@ func (s *Session) execute(portal string) Decision {
 // session's token where the session may hold one, as unknownRun says; one
 // bound to a statement the proxy never saw prepared (whose comment may
 // have carried a token) is refused where fencing is possible, and so is
-// any unknown portal where the config guards tables. In an aborted
+// any unknown portal where the config has require_token tables. In an aborted
 // transaction nothing runs: the server answers with its own error.
 func (s *Session) executeUnknown(portal string, found bool) Decision {
 	if found {
@@ -284,7 +284,7 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 // encoding can hide), no reserved name (its prefix "fenceproxy\x1f": a
 // lone 0x1F byte in a literal is no name), no word of schema fence and no
 // Unicode-escaped identifier (U&"\0066ence"), and no table guarded by the
-// config (the text guard must read what it writes). Whatever else the
+// config (the table filter must read what it writes). Whatever else the
 // server may read there (a SET, a COMMIT, a PREPARE or DECLARE) is what
 // opaque code may do, and is followed as such.
 func (s *Session) unreadableAsOpaque(text string) bool {

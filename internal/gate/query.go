@@ -196,8 +196,8 @@ func runsKey(st *Statement) (regKey, bool) {
 // see (a function returning a refcursor), or does not exist: what it runs
 // is checked with the session's token (docs/design.md "Fail closed", rule 3; see
 // unknownRun); a comment token cannot be fixed in it, since every DECLARE
-// the client sends is read. Where the config guards tables it stays
-// unknown, and is refused where fencing is possible: the text guard cannot
+// the client sends is read. Where the config has require_token tables it stays
+// unknown, and is refused where fencing is possible: the table filter cannot
 // see what it writes.
 func (s *Session) runs(st *Statement) *Statement {
 	run := s.runsOnce(st)

@@ -23,7 +23,7 @@ type CheckArgs struct {
 	// DefaultResource is the config's default_resource.
 	DefaultResource string
 	// RequireToken refuses, with CodeTokenRequired, a call that ends up
-	// with no token (the legacy guard for a protected table).
+	// with no token (the table filter for a protected table).
 	RequireToken bool
 	// Advance raises the mark to the token and holds its row lock to
 	// commit. False, or a read-only transaction: check only, write nothing.
