@@ -105,7 +105,7 @@ type Resource struct {
 	// name longer than 63 bytes is refused (PostgreSQL would truncate it).
 	Tables []string `yaml:"tables"`
 	// RequireToken refuses writes to the tables without a fencing token
-	// (SQLSTATE 55Z02): the legacy guard.
+	// (SQLSTATE 55Z02): the table filter.
 	RequireToken bool `yaml:"require_token"`
 
 	lines  []int  // the file line of each table, when parsed from YAML

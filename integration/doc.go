@@ -16,8 +16,8 @@
 //   - transactions_test.go, extended_pipeline_test.go,
 //     prepared_statements_test.go, cursors_portals_test.go, copy_test.go,
 //     fencing_*_test.go: checks by protocol path.
-//   - text_guard_test.go, guard_test.go, guard_ddl_test.go: protected
-//     tables, by the proxy's text guard and by the database guard.
+//   - table_filter_test.go, guard_test.go, guard_ddl_test.go: protected
+//     tables, by the proxy's table filter and by the database guard.
 //   - fence_store_test.go, failclosed_test.go: the store, and failing
 //     closed in general.
 //   - relay_loop_test.go, proxy_*_test.go, shutdown_test.go, tls_test.go,

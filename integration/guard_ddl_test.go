@@ -363,7 +363,7 @@ func TestGuardRefusesRulesOnProtectedTables(t *testing.T) {
 	d.afterCheck(t, "jobs", stmts...)
 }
 
-// TestGuardDDLFormsThroughProxy: the proxy's text guard does not know that
+// TestGuardDDLFormsThroughProxy: the proxy's table filter does not know that
 // ALTER TYPE mood touches jobs; the database guard refuses it without a
 // token, and with a token and the table's resource it runs. Nothing of a
 // refused concurrent detach lands.

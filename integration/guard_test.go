@@ -24,7 +24,7 @@ var guardedTables = map[gate.TableRef]gate.Protection{
 }
 
 // newGuardedEnv is newFencedEnv with tables that reach the protected ones
-// by paths the text guard cannot see, the database guard installed, and an
+// by paths the table filter cannot see, the database guard installed, and an
 // application role (not a superuser, member of fence_client). It returns
 // the role's DSNs through the proxy and straight to PostgreSQL.
 func newGuardedEnv(t *testing.T) (e *env, viaProxy, direct string) {
@@ -62,7 +62,7 @@ func newGuardedEnv(t *testing.T) (e *env, viaProxy, direct string) {
 }
 
 // TestGuardThroughProxy: without a token every path is refused with 55Z02,
-// by the text guard where the text names the table and by the database
+// by the table filter where the text names the table and by the database
 // guard where it does not; with a token the proxy checks each table's
 // resource, so the database guard lets the writes through.
 func TestGuardThroughProxy(t *testing.T) {
@@ -97,7 +97,7 @@ func TestGuardThroughProxy(t *testing.T) {
 				t.Errorf("mark of %s = %d, want 5: each resource a statement writes is checked", r, m)
 			}
 		}
-		// The view hides the table from the text guard: the check follows
+		// The view hides the table from the table filter: the check follows
 		// lock.resource, and the database guard wants the table's resource.
 		mustExec(t, c, "SET lock.resource = 'jobs'")
 		mustExec(t, c, "INSERT INTO jobs_v VALUES (4, 1)")
@@ -154,7 +154,7 @@ func TestGuardBypassingProxy(t *testing.T) {
 	wantCode(t, err, "42501")
 }
 
-// TestGuardDDLThroughProxy: DDL the text guard does not read (COMMENT, a
+// TestGuardDDLThroughProxy: DDL the table filter does not read (COMMENT, a
 // schema's rename or drop, DROP OWNED BY) is refused by the event triggers
 // without a check; after a checked rename, a write under the new name is
 // still guarded.
@@ -173,7 +173,7 @@ func TestGuardDDLThroughProxy(t *testing.T) {
 	mustExec(t, c, "SET lock.fencing_token = '3'")
 	mustExec(t, c, "/* resource=items */ ALTER SCHEMA sch RENAME TO sch2")
 	mustExec(t, c, "RESET lock.fencing_token")
-	_, err := c.Exec(t.Context(), "INSERT INTO sch2.items VALUES (1)") // the text guard knows only sch.items
+	_, err := c.Exec(t.Context(), "INSERT INTO sch2.items VALUES (1)") // the table filter knows only sch.items
 	wantCode(t, err, "55Z02")
 	var n int
 	if err := connect(t, e.direct(), pgx.QueryExecModeExec).QueryRow(t.Context(), "SELECT count(*) FROM sch2.items").Scan(&n); err != nil || n != 0 {

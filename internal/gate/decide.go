@@ -11,26 +11,87 @@ import (
 // SQLSTATEs of the refusals the gate itself decides (the server raises them
 // for the gate, inside the transaction, so they abort it like any error).
 const (
-	codeFenceWrite     = sqlstate.InsufficientPrivilege   // schema fence written through the proxy
-	codeCannotFence    = sqlstate.FeatureNotSupported     // cannot be fenced atomically, or cannot be read safely
-	codeCannotParse    = sqlstate.SyntaxError             // text the gate could not analyse, with fencing possible
-	codeReservedName   = sqlstate.ReservedName            // a name of the proxy's own statements
-	codeUnknownStmt    = sqlstate.InvalidSQLStatementName // a statement the proxy does not know
-	codeSessionToken   = sqlstate.SessionToken            // a session-level fencing setting under token_scope: transaction
-	msgFenceWrite      = "fenceproxy: schema fence holds the fencing high-water marks and cannot be written or altered through the proxy"
-	msgCannotFenceFn   = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it; run it without a token"
-	msgReserved        = "fenceproxy: names starting with \"fenceproxy\\x1f\" are reserved for the proxy's own statements and portals"
-	msgSetAndWrite     = "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write, because its write would not be checked with the new value; set them in a statement of their own"
-	msgCannotFenceOpen = "fenceproxy: %s cannot run inside a transaction block, so a fencing token cannot be checked atomically with it, and sent inside an open extended-protocol sequence (no Sync since the last Parse, Bind, Describe or Close) in a session that may carry a token it cannot be checked first; send Sync before it, and run it without a token"
-	msgLexChanged      = "fenceproxy: cannot fence this text: standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently; send Sync after changing those settings (and prepare the statement again)"
-	codeInvalidName    = sqlstate.InvalidName // a non-ASCII name the proxy cannot key as the server does
-	msgNameEncoding    = "fenceproxy: a statement, portal or cursor name with non-ASCII characters cannot be matched exactly as the server keys it when client_encoding is not UTF8; use ASCII names or client_encoding UTF8"
-	msgConfigEncoding  = "fenceproxy: cannot fence this statement: a table it writes, or a resource name from the proxy's config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it; use client_encoding UTF8"
-	msgFunctionCall    = "fenceproxy: a fast-path function call cannot be fenced outside a transaction that has passed its check; call the function with SELECT instead"
-	msgPrepareTxn      = "fenceproxy: PREPARE TRANSACTION cannot run in a session that may carry a fencing token: a transaction that passed a fence check holds its resource's high-water mark locked, and a prepared one would hold it until COMMIT PREPARED or ROLLBACK PREPARED, blocking every later holder; commit or roll back instead"
-	msgStoredNoTxn     = "fenceproxy: %s prepared under a name, or bound to a named portal, cannot run in a session that may carry a fencing token: a function may have replaced it under that name by a write, and it cannot run after a check in its transaction; send it as a simple Query, or prepare it unnamed"
-	msgUnknownStmtFmt  = "fenceproxy: %s %q is not known to the proxy, so what it runs cannot be fenced; prepare it through the proxy (Parse or PREPARE), in this session"
+	codeFenceWrite   = sqlstate.InsufficientPrivilege   // schema fence written through the proxy
+	codeCannotFence  = sqlstate.FeatureNotSupported     // cannot be fenced atomically, or cannot be read safely
+	codeCannotParse  = sqlstate.SyntaxError             // text the gate could not analyse, with fencing possible
+	codeReservedName = sqlstate.ReservedName            // a name of the proxy's own statements
+	codeUnknownStmt  = sqlstate.InvalidSQLStatementName // a statement the proxy does not know
+	codeSessionToken = sqlstate.SessionToken            // a session-level fencing setting under token_scope: transaction
+	codeInvalidName  = sqlstate.InvalidName             // a non-ASCII name the proxy cannot key as the server does
 )
+
+// The refusals the gate decides, in PostgreSQL's style: a short message,
+// what happened in the detail, what to do in the hint.
+var (
+	refFenceWrite = refusal{code: codeFenceWrite,
+		message: "fenceproxy: schema fence cannot be written or altered through the proxy",
+		detail:  "Schema fence holds the fencing high-water marks.",
+		hint:    "Administer it with fenceproxy migrate and fenceproxy hwm, connected straight to PostgreSQL."}
+	refReserved = refusal{code: codeReservedName,
+		message: "fenceproxy: the name is reserved for the proxy",
+		detail:  `Names starting with "fenceproxy\x1f" are the proxy's own statements and portals.`,
+		hint:    "Use another name."}
+	refSetAndWrite = refusal{code: codeCannotFence,
+		message: "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write",
+		detail:  "Its write would not be checked with the new value.",
+		hint:    "Set them in a statement of their own."}
+	refLexChanged = refusal{code: codeCannotFence,
+		message: "fenceproxy: cannot fence this text: the settings the server reads it under are changing",
+		detail:  "standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently.",
+		hint:    "Send Sync after changing those settings, and prepare the statement again."}
+	refNameEncoding = refusal{code: codeInvalidName,
+		message: "fenceproxy: a non-ASCII statement, portal or cursor name cannot be fenced when client_encoding is not UTF8",
+		detail:  "The server converts the name from client_encoding before it truncates it, so the proxy cannot key it as the server does.",
+		hint:    "Use ASCII names, or client_encoding UTF8."}
+	refConfigEncoding = refusal{code: codeCannotFence,
+		message: "fenceproxy: cannot fence this statement: a name from the proxy's config has non-ASCII characters",
+		detail:  "A table it writes, or a resource name from the config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it.",
+		hint:    "Use client_encoding UTF8."}
+	refFunctionCall = refusal{code: codeCannotFence,
+		message: "fenceproxy: a fast-path function call cannot be fenced here",
+		detail:  "A fast-path function call is fenced only inside a transaction that has passed its check.",
+		hint:    "Call the function with SELECT instead."}
+	refPrepareTxn = refusal{code: codeCannotFence,
+		message: "fenceproxy: PREPARE TRANSACTION cannot run in a session that may carry a fencing token",
+		detail:  "A transaction that passed a fence check holds its resource's high-water mark locked; a prepared one would hold it until COMMIT PREPARED or ROLLBACK PREPARED, blocking every later holder.",
+		hint:    "Commit or roll back instead."}
+)
+
+// refCannotFenceFn refuses a token on text, a statement that cannot run
+// inside a transaction block.
+func refCannotFenceFn(text string) refusal {
+	return refusal{code: codeCannotFence,
+		message: fmtFirstWords("fenceproxy: %s cannot be fenced", text),
+		detail:  "It cannot run inside a transaction block, so a fencing token cannot be checked atomically with it.",
+		hint:    "Run it without a token."}
+}
+
+// refCannotFenceOpen refuses text, a statement that cannot run inside a
+// transaction block, sent inside an open extended-protocol sequence.
+func refCannotFenceOpen(text string) refusal {
+	return refusal{code: codeCannotFence,
+		message: fmtFirstWords("fenceproxy: %s cannot be fenced inside an open extended-protocol sequence", text),
+		detail:  "It cannot run inside a transaction block, so a fencing token cannot be checked atomically with it, and with no Sync since the last Parse, Bind, Describe or Close, in a session that may carry a token, it cannot be checked first.",
+		hint:    "Send Sync before it, and run it without a token."}
+}
+
+// refStoredNoTxn refuses text, a statement that cannot run inside a
+// transaction block, run from a name SQL can redefine.
+func refStoredNoTxn(text string) refusal {
+	return refusal{code: codeCannotFence,
+		message: fmtFirstWords("fenceproxy: %s prepared under a name cannot run in a session that may carry a fencing token", text),
+		detail:  "A function may have replaced it under that name by a write, and it cannot run after a check in its transaction.",
+		hint:    "Send it as a simple Query, or prepare it unnamed."}
+}
+
+// refUnknown refuses running a prepared statement or portal (what) named
+// name that the proxy does not know.
+func refUnknown(what, name string) refusal {
+	return refusal{code: codeUnknownStmt,
+		message: "fenceproxy: " + what + " " + strconv.Quote(name) + " is not known to the proxy",
+		detail:  "What it runs cannot be fenced.",
+		hint:    "Prepare it through the proxy (Parse or PREPARE), in this session."}
+}
 
 // Refusals under Config.TransactionTokens (token_scope: transaction).
 var (
@@ -86,7 +147,11 @@ func (r *refusal) append(dst []byte) []byte {
 	if r.detail == "" && r.hint == "" {
 		return hwm.AppendRaise(dst, r.code, r.message)
 	}
-	return hwm.AppendRefusal(dst, hwm.Refusal{Code: r.code, Message: r.message, Detail: r.detail, Hint: r.hint})
+	return hwm.AppendRefusal(dst, r.hwm())
+}
+
+func (r *refusal) hwm() hwm.Refusal {
+	return hwm.Refusal{Code: r.code, Message: r.message, Detail: r.detail, Hint: r.hint}
 }
 
 // analysis is the outcome of looking at a text before deciding.
@@ -104,7 +169,7 @@ type analysis struct {
 // analyze decides how far a text must be looked at, and refuses what cannot
 // be analysed exactly as the server will read it, where fencing is
 // possible (docs/design.md "Fail closed", rule 1). In a session that may hold no
-// token and guards no table, a text that cannot be read safely is
+// token and has no require_token table, a text that cannot be read safely is
 // forwarded, and a probe after it asks the server whether it set a token.
 func (s *Session) analyze(sql string) analysis {
 	return s.analyzeKnown(sql, mayMatter(sql))
@@ -186,6 +251,8 @@ func raise(code, message string) action {
 	return action{kind: actRaise, refuse: refusal{code: code, message: message}}
 }
 
+func raiseR(r refusal) action { return action{kind: actRaise, refuse: r} }
+
 // decide returns what must run before st, and updates the unit's prediction
 // for what st itself does. run is the statement that runs: st itself, or
 // for SQL EXECUTE the prepared statement (nil when unknown).
@@ -237,14 +304,14 @@ func keyOf(a hwm.CheckArgs, extra []hwm.CheckArgs) checkKey {
 
 func (s *Session) decideOne(st, run *Statement) action {
 	if reserved(st.Name) {
-		return raise(codeReservedName, msgReserved)
+		return raiseR(refReserved)
 	}
 	if s.nameUnsafe(st.Name) {
-		return raise(codeInvalidName, msgNameEncoding)
+		return raiseR(refNameEncoding)
 	}
 	if st.Prepared != nil { // PREPARE x AS …: nothing runs yet
 		if st.TouchesFence {
-			return raise(codeFenceWrite, msgFenceWrite)
+			return raiseR(refFenceWrite)
 		}
 		return action{}
 	}
@@ -254,15 +321,15 @@ func (s *Session) decideOne(st, run *Statement) action {
 			if st.Registry == RegFetch {
 				what = "cursor"
 			}
-			return raise(codeUnknownStmt, unknownMsg(what, st.Name))
+			return raiseR(refUnknown(what, st.Name))
 		}
 		return action{}
 	}
 	if st.TouchesFence || run.TouchesFence {
-		return raise(codeFenceWrite, msgFenceWrite)
+		return raiseR(refFenceWrite)
 	}
 	if run.unreadable {
-		return raise(codeCannotFence, msgLexChanged)
+		return raiseR(refLexChanged)
 	}
 	runDir := run.Directives
 	if run == st && st.execName != "" {
@@ -285,15 +352,15 @@ func (s *Session) decideOne(st, run *Statement) action {
 	switch run.Kind {
 	case Commit:
 		if run.PreparesTxn && s.fencingPossible() {
-			return raise(codeCannotFence, msgPrepareTxn)
+			return raiseR(refPrepareTxn)
 		}
 		return action{}
 	case NoTxnBlock, DiscardAll:
 		if run.Kind == NoTxnBlock && (dir.Token != 0 || s.cfg.protection(run.Writes).found) {
-			return raise(codeCannotFence, fmtFirstWords(msgCannotFenceFn, run.Text))
+			return raiseR(refCannotFenceFn(run.Text))
 		}
 		if byName && s.tokenMaybe && !s.unit.aborted {
-			return raise(codeCannotFence, fmtFirstWords(msgStoredNoTxn, run.Text))
+			return raiseR(refStoredNoTxn(run.Text))
 		}
 		return action{}
 	case Read:
@@ -307,7 +374,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 		}
 	case Write:
 		if run.SetsFenceSetting && !run.Opaque {
-			return raise(codeCannotFence, msgSetAndWrite)
+			return raiseR(refSetAndWrite)
 		}
 	default:
 		if !byName || run.SetsFenceSetting {
@@ -340,7 +407,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 		return action{}
 	}
 	if s.configTextUnsure(args, extra) {
-		return raise(codeCannotFence, msgConfigEncoding)
+		return raiseR(refConfigEncoding)
 	}
 	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(dir)}
 }
@@ -428,7 +495,7 @@ func (s *Session) configTextUnsure(args hwm.CheckArgs, extra []hwm.CheckArgs) bo
 }
 
 // tableNamesUnsure refuses a statement that names a table with non-ASCII
-// characters, where the config guards tables and the server does not read
+// characters, where the config has require_token tables and the server does not read
 // the client's bytes as UTF-8: the config's names are UTF-8, and the proxy
 // would compare the client's bytes (LATIN1 e9 a9 a9, read as U+9A69) with
 // them, while the server converts them ("é©©") and writes the table the
@@ -440,7 +507,7 @@ func (s *Session) tableNamesUnsure(writes []TableRef) *refusal {
 	}
 	for _, w := range writes {
 		if !isASCII(w.Schema) || !isASCII(w.Name) {
-			return &refusal{code: codeCannotFence, message: msgConfigEncoding}
+			return &refConfigEncoding
 		}
 	}
 	return nil
@@ -500,7 +567,7 @@ func (s *Session) executedDirectives(st *Statement) (Directives, *refusal) {
 	case p.opaque:
 		ps = s.opaqueRunOf(p)
 		if ps.unreadable {
-			return Directives{}, &refusal{code: codeCannotFence, message: msgLexChanged}
+			return Directives{}, &refLexChanged
 		}
 	case p.st != nil:
 		ps = p.st
@@ -509,7 +576,8 @@ func (s *Session) executedDirectives(st *Statement) (Directives, *refusal) {
 	}
 	if ps == nil {
 		if s.fencingPossible() || st.Directives.Token != 0 {
-			return Directives{}, &refusal{code: codeUnknownStmt, message: unknownMsg("prepared statement", st.execName)}
+			r := refUnknown("prepared statement", st.execName)
+			return Directives{}, &r
 		}
 		return Directives{}, nil
 	}
@@ -605,7 +673,7 @@ func (s *Session) nameUnsafe(name string) bool {
 }
 
 // sessionKey is the check a statement without directives gets in a session
-// that guards no table: the session's token and resource, advancing.
+// that has no require_token table: the session's token and resource, advancing.
 func (s *Session) sessionKey() checkKey {
 	return keyOf(hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: true}, nil)
 }

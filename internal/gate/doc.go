@@ -10,7 +10,7 @@
 // lock.fencing_token and lock.resource, the config's table map,
 // default_resource), which statements are reads, writes, settings,
 // transaction control or statements that cannot run inside a transaction
-// block, which tables a statement writes (for the legacy guard), and whether
+// block, which tables a statement writes (for the table filter), and whether
 // a statement reaches into the fence schema. It must not touch sockets: it
 // imports neither net nor internal/pgwire, starts no goroutines, and has no
 // clock of its own.

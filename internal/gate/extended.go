@@ -1,9 +1,6 @@
 package gate
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -26,7 +23,7 @@ func (s *Session) refuseExtended(r refusal) Decision {
 // the server confirms it with ParseComplete.
 func (s *Session) parse(name, sql string) Decision {
 	if reserved(name) {
-		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
+		return s.refuseExtended(refReserved)
 	}
 	unseen := s.lexUnseen()
 	s.extended()
@@ -42,7 +39,7 @@ func (s *Session) parse(name, sql string) Decision {
 // bind records which statement a portal runs. Parameters are not needed.
 func (s *Session) bind(portal, stmt string) Decision {
 	if reserved(portal) || reserved(stmt) {
-		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
+		return s.refuseExtended(refReserved)
 	}
 	p, found, wait := s.reg.lookup(regKey{name: stmt})
 	if wait {
@@ -53,7 +50,7 @@ func (s *Session) bind(portal, stmt string) Decision {
 			return d
 		}
 		if s.fencingPossible() && !s.settledAborted() {
-			return s.refuseExtended(refusal{code: codeUnknownStmt, message: unknownMsg("prepared statement", stmt)})
+			return s.refuseExtended(refUnknown("prepared statement", stmt))
 		}
 		p = &prepared{unknown: true} // refused at Execute if fencing is possible by then
 	}
@@ -102,14 +99,10 @@ func (s *Session) checkAtBind(p *prepared, byName bool) (before []pgproto3.Front
 	return s.inject(act), false
 }
 
-func unknownMsg(what, name string) string {
-	return strings.Replace(strings.Replace(msgUnknownStmtFmt, "%s", what, 1), "%q", strconv.Quote(name), 1)
-}
-
 // describe records a Describe of a statement ('S') or portal ('P').
 func (s *Session) describe(kind byte, name string) Decision {
 	if reserved(name) {
-		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
+		return s.refuseExtended(refReserved)
 	}
 	s.extended()
 	if kind == 'S' {
@@ -124,7 +117,7 @@ func (s *Session) describe(kind byte, name string) Decision {
 // for the gate once the server confirms it with CloseComplete.
 func (s *Session) close(kind byte, name string) Decision {
 	if reserved(name) {
-		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
+		return s.refuseExtended(refReserved)
 	}
 	s.extended()
 	op := regOp{key: regKey{portal: kind != 'S', name: name}}
@@ -147,7 +140,7 @@ func (s *Session) sync() Decision {
 func (s *Session) functionCall() Decision {
 	s.beginUnit()
 	if s.fencingPossible() && !s.unit.checked {
-		return s.refuseQuery(refusal{code: codeCannotFence, message: msgFunctionCall}, nil)
+		return s.refuseQuery(refFunctionCall, nil)
 	}
 	s.setMaybe()
 	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
@@ -159,7 +152,7 @@ func (s *Session) functionCall() Decision {
 // execute decides what must run before the Execute of portal.
 func (s *Session) execute(portal string) Decision {
 	if reserved(portal) {
-		return s.refuseExtended(refusal{code: codeReservedName, message: msgReserved})
+		return s.refuseExtended(refReserved)
 	}
 	p, found, wait := s.reg.lookup(regKey{portal: true, name: portal})
 	if wait {
@@ -213,7 +206,7 @@ func (s *Session) execute(portal string) Decision {
 // session's token where the session may hold one, as unknownRun says; one
 // bound to a statement the proxy never saw prepared (whose comment may
 // have carried a token) is refused where fencing is possible, and so is
-// any unknown portal where the config guards tables. In an aborted
+// any unknown portal where the config has require_token tables. In an aborted
 // transaction nothing runs: the server answers with its own error.
 func (s *Session) executeUnknown(portal string, found bool) Decision {
 	if found {
@@ -222,7 +215,7 @@ func (s *Session) executeUnknown(portal string, found bool) Decision {
 		}
 	}
 	if s.fencingPossible() && (found || len(s.cfg.Tables) > 0) && !s.settledAborted() {
-		return s.refuseExtended(refusal{code: codeUnknownStmt, message: unknownMsg("portal", portal)})
+		return s.refuseExtended(refUnknown("portal", portal))
 	}
 	s.extended()
 	run := unknownRun()
@@ -270,12 +263,12 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 		if s.unreadableAsOpaque(p.text) {
 			return analysis{opaque: true}
 		}
-		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: msgLexChanged})
+		return s.cannotAnalyse(&refLexChanged)
 	}
 	if p.lexUnseen && !s.fencingPossible() && lexRisky(p.text) && p.mayMatter() {
 		// See lexUnseen: in a session without fencing it passes, and a
 		// probe follows it.
-		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: msgLexChanged})
+		return s.cannotAnalyse(&refLexChanged)
 	}
 	return s.analyzeKnown(p.text, p.mayMatter())
 }
@@ -291,7 +284,7 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 // encoding can hide), no reserved name (its prefix "fenceproxy\x1f": a
 // lone 0x1F byte in a literal is no name), no word of schema fence and no
 // Unicode-escaped identifier (U&"\0066ence"), and no table guarded by the
-// config (the text guard must read what it writes). Whatever else the
+// config (the table filter must read what it writes). Whatever else the
 // server may read there (a SET, a COMMIT, a PREPARE or DECLARE) is what
 // opaque code may do, and is followed as such.
 func (s *Session) unreadableAsOpaque(text string) bool {

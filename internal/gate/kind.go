@@ -10,7 +10,7 @@ import "strconv"
 // cannot be honoured atomically and is refused.
 //
 // Where PostgreSQL gives no way to tell from the text alone, the class errs
-// towards Write (fenced, and subject to the legacy guard).
+// towards Write (fenced, and subject to the table filter).
 type Kind uint8
 
 const (

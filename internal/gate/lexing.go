@@ -89,7 +89,7 @@ var startWords = [...]string{"set", "do", "call", "end"}
 // true costs a parse; it never says false for a text that matters, whatever
 // the session's standard_conforming_strings or client encoding (keywords
 // and the words above are ASCII and cannot be escaped). When it says false,
-// and the session may hold no token and guards no table, the text needs no
+// and the session may hold no token and has no require_token table, the text needs no
 // analysis at all.
 //
 // It is one pass over the text: at each byte, only the words that start

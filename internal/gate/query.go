@@ -28,7 +28,7 @@ func (s *Session) query(sql string) Decision {
 			// changed, or may have changed unseen (see lexUnseen),
 			// standard_conforming_strings or client_encoding: the server
 			// reports them only at Sync.
-			return s.refuseQuery(refusal{code: codeCannotFence, message: msgLexChanged}, nil)
+			return s.refuseQuery(refLexChanged, nil)
 		}
 		return s.waitQuery() // see lexUnseen
 	}
@@ -37,7 +37,7 @@ func (s *Session) query(sql string) Decision {
 		// Code the text did not show may have changed how the server reads
 		// this text (see lexUnseen): in a session without fencing it
 		// passes, and a probe follows it.
-		an = s.cannotAnalyse(&refusal{code: codeCannotFence, message: msgLexChanged})
+		an = s.cannotAnalyse(&refLexChanged)
 	} else {
 		an = s.analyze(sql)
 	}
@@ -196,8 +196,8 @@ func runsKey(st *Statement) (regKey, bool) {
 // see (a function returning a refcursor), or does not exist: what it runs
 // is checked with the session's token (docs/design.md "Fail closed", rule 3; see
 // unknownRun); a comment token cannot be fixed in it, since every DECLARE
-// the client sends is read. Where the config guards tables it stays
-// unknown, and is refused where fencing is possible: the text guard cannot
+// the client sends is read. Where the config has require_token tables it stays
+// unknown, and is refused where fencing is possible: the table filter cannot
 // see what it writes.
 func (s *Session) runs(st *Statement) *Statement {
 	run := s.runsOnce(st)
@@ -358,13 +358,13 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 		for _, op := range unnamed {
 			s.reg.send(op)
 		}
-		return s.refuseQuery(refusal{code: codeCannotFence, message: fmtFirstWords(msgCannotFenceOpen, st.Text)}, unnamed), true
+		return s.refuseQuery(refCannotFenceOpen(st.Text), unnamed), true
 	}
 	s.beginUnit()
 	s.pre = prePending
 	s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}, precheck: true})
-	msg := fmtFirstWords(msgCannotFenceFn, st.Text)
-	return Decision{Wait: true, Before: []pgproto3.FrontendMessage{&pgproto3.Query{String: string(hwm.AppendRaiseIfToken(nil, codeCannotFence, msg))}}}, true
+	r := refCannotFenceFn(st.Text)
+	return Decision{Wait: true, Before: []pgproto3.FrontendMessage{&pgproto3.Query{String: string(hwm.AppendRaiseIfToken(nil, r.hwm()))}}}, true
 }
 
 // noTxnWords are fragments without which a statement cannot be one that

@@ -181,7 +181,7 @@ func (s *Session) Client(m Msg) Decision {
 		return Decision{Fail: copyFailMsg(s.copyActive)}
 	}
 	if s.nameUnsafe(m.Name) || s.nameUnsafe(m.Portal) {
-		return s.refuseExtended(refusal{code: codeInvalidName, message: msgNameEncoding})
+		return s.refuseExtended(refNameEncoding)
 	}
 	m.Name, m.Portal = truncName(m.Name), truncName(m.Portal)
 	if s.trustUnknown(m.Type) {
@@ -240,7 +240,7 @@ func (s *Session) trustUnknown(typ byte) bool {
 }
 
 // fencingPossible reports whether a statement may need a check: the session
-// may hold a token, or the proxy guards tables.
+// may hold a token, or the config has require_token tables.
 func (s *Session) fencingPossible() bool { return s.tokenMaybe || len(s.cfg.Tables) > 0 }
 
 // awaitProbe returns, for a refusal that fencing being possible would

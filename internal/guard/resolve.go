@@ -18,7 +18,7 @@ type table struct {
 
 // resolveQuery finds the relations an entry names: schema and name exact;
 // with no schema, every user schema's table of that name (as the proxy's
-// text guard reads an unqualified name).
+// table filter reads an unqualified name).
 const resolveQuery = `SELECT COALESCE(pg_catalog.array_agg(c.oid::text ORDER BY c.oid), '{}'),
 	COALESCE(pg_catalog.array_agg(c.oid::pg_catalog.regclass::text ORDER BY c.oid), '{}'),
 	COALESCE(pg_catalog.array_agg(c.relkind::text ORDER BY c.oid), '{}')

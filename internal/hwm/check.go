@@ -23,7 +23,7 @@ type CheckArgs struct {
 	// DefaultResource is the config's default_resource.
 	DefaultResource string
 	// RequireToken refuses, with CodeTokenRequired, a call that ends up
-	// with no token (the legacy guard for a protected table).
+	// with no token (the table filter for a protected table).
 	RequireToken bool
 	// Advance raises the mark to the token and holds its row lock to
 	// commit. False, or a read-only transaction: check only, write nothing.
@@ -114,13 +114,11 @@ func AppendRaise(dst []byte, sqlstate, message string) []byte {
 // non-empty value, and otherwise does nothing. The proxy sends it, as a Query
 // of its own, before a statement that cannot run inside a transaction block,
 // so that a token set in the session refuses it as a comment token would.
-func AppendRaiseIfToken(dst []byte, sqlstate, message string) []byte {
-	body := make([]byte, 0, len(message)+160)
-	body = append(body, "BEGIN IF pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) '' THEN RAISE EXCEPTION USING ERRCODE = "...)
-	body = appendLiteral(body, strings.ReplaceAll(sqlstate, "\x00", ""))
-	body = append(body, ", MESSAGE = "...)
-	body = appendLiteral(body, strings.ReplaceAll(message, "\x00", "\uFFFD"))
-	body = append(body, "; END IF; END"...)
+func AppendRaiseIfToken(dst []byte, r Refusal) []byte {
+	body := make([]byte, 0, len(r.Message)+len(r.Detail)+len(r.Hint)+200)
+	body = append(body, "BEGIN IF pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) '' THEN "...)
+	body = appendRaiseBody(body, r)
+	body = append(body, " END IF; END"...)
 	dst = append(dst, "DO "...)
 	return appendDollarQuoted(dst, string(body), "fence")
 }

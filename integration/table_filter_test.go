@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The text guard: with tables listed in the config (require_token) and
+// The table filter: with tables listed in the config (require_token) and
 // no database guard, the proxy refuses (55Z02) a write or DDL on them
 // without a token, whatever the spelling.
 
@@ -17,19 +17,19 @@ import (
 // truncated to it by the server.
 var longName = strings.Repeat("l", 55) + "invoices"
 
-// TestTextGuardRefusesEverySpellingOfAProtectedTable: without a token, a
+// TestTableFilterRefusesEverySpellingOfAProtectedTable: without a token, a
 // write or DDL on a protected table is refused (55Z02) under every spelling
 // of its name.
 //
-// The proxy's text guard (no database guard installed), a session without a
+// The proxy's table filter (no database guard installed), a session without a
 // token. Every statement writes or alters a protected table under some
 // spelling, and must be refused with 55Z02. ALTER TABLE x INHERIT invoices
 // and ALTER TABLE kid NO INHERIT invoices passed (the parent of INHERIT/NO
 // INHERIT was not counted, while CREATE TABLE … INHERITS (invoices) was).
 // Not here, because README lists writes through rules as not covered by the
-// text guard: CREATE RULE … ON INSERT TO accounts DO ALSO INSERT INTO
+// table filter: CREATE RULE … ON INSERT TO accounts DO ALSO INSERT INTO
 // invoices passes (it writes nothing itself).
-func TestTextGuardRefusesEverySpellingOfAProtectedTable(t *testing.T) {
+func TestTableFilterRefusesEverySpellingOfAProtectedTable(t *testing.T) {
 	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
 		{Schema: "public", Name: "invoices"}:       {Resource: "billing", RequireToken: true},
 		{Schema: "public", Name: `we;ird "t" x.y`}: {Resource: "weird", RequireToken: true},
@@ -141,13 +141,13 @@ func TestTextGuardRefusesEverySpellingOfAProtectedTable(t *testing.T) {
 	}
 }
 
-// TestTextGuardRefusesCopyIntoAProtectedTable: without a token, COPY … FROM
+// TestTableFilterRefusesCopyIntoAProtectedTable: without a token, COPY … FROM
 // into a protected table is refused (55Z02) in any spelling and from any
 // source.
 //
 // COPY … FROM into a protected table, without a token, in any spelling and
 // from any source, is refused with 55Z02.
-func TestTextGuardRefusesCopyIntoAProtectedTable(t *testing.T) {
+func TestTableFilterRefusesCopyIntoAProtectedTable(t *testing.T) {
 	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
 		{Schema: "public", Name: "invoices"}: {Resource: "billing", RequireToken: true},
 	}})
@@ -176,10 +176,10 @@ func TestTextGuardRefusesCopyIntoAProtectedTable(t *testing.T) {
 	}
 }
 
-// TestTextGuardRefusesWritesWithoutToken: without a token, a write or DDL on
+// TestTableFilterRefusesWritesWithoutToken: without a token, a write or DDL on
 // a table that requires one is refused (55Z02) in every protocol mode and
 // through psql \copy; reads pass, and with a token the write lands.
-func TestTextGuardRefusesWritesWithoutToken(t *testing.T) {
+func TestTableFilterRefusesWritesWithoutToken(t *testing.T) {
 	e := newFencedEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
 		{Schema: "public", Name: "invoices"}: {Resource: "billing", RequireToken: true},
 	}})
