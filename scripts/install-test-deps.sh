@@ -3,7 +3,9 @@
 # programs, and the client drivers of the driver matrix (integration/drivers):
 # psycopg 3, psycopg2, SQLAlchemy and asyncpg for Debian's python3,
 # node-postgres with pg-cursor, pgjdbc and a JDK;
-# and PgBouncer, for the bench-compare harness's smoke test.
+# PgBouncer, for the bench-compare harness's smoke test; and Redis and
+# ZooKeeper, the lock backends' stores (lockclient/redislock, lockclient/zklock,
+# integration/harness starts them on loopback).
 # Only what is missing is installed, so a second run takes about a second.
 # Debian packages through apt-get (as root, or through sudo); `pg` and
 # `pg-cursor` from npm into integration/drivers/testdata/node (versions pinned
@@ -36,6 +38,9 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ -f "$JDBC_JAR" ] || missing+=(libpostgresql-jdbc-java)
 # PgBouncer: the bench-compare harness's smoke test (TestCompareHarness).
 { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; } || missing+=(pgbouncer)
+# Redis and ZooKeeper: the stores of the redislock and zklock backends' tests.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 
 # as_root runs a command as root: directly, or through sudo.
 as_root() {
