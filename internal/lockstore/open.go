@@ -55,16 +55,20 @@ func (c Config) Args() []string {
 	return []string{"--backend", c.Backend, "--etcd", c.Etcd, "--redis", c.Redis, "--zookeeper", c.ZooKeeper, "--prefix", c.Prefix}
 }
 
-// Where describes the store for messages, e.g. "redis 127.0.0.1:6379".
-func (c Config) Where() string {
+// Endpoint returns where the store is reached: the Redis address, or the
+// etcd or ZooKeeper list.
+func (c Config) Endpoint() string {
 	switch c.Backend {
 	case Redis:
-		return "redis " + c.Redis
+		return c.Redis
 	case ZooKeeper:
-		return "zookeeper " + c.ZooKeeper
+		return c.ZooKeeper
 	}
-	return "etcd " + c.Etcd
+	return c.Etcd
 }
+
+// Where describes the store for messages, e.g. "redis 127.0.0.1:6379".
+func (c Config) Where() string { return c.Backend + " " + c.Endpoint() }
 
 // Check reports an unknown backend name.
 func (c Config) Check() error {
