@@ -37,6 +37,8 @@ func TestDeps(t *testing.T) {
 				t.Errorf("%s imports %s: only lockclient/etcdlock may use etcd", pkg, dep)
 			case strings.HasPrefix(dep, "github.com/redis/") && pkg != module+"/lockclient/redislock":
 				t.Errorf("%s imports %s: only lockclient/redislock may use Redis", pkg, dep)
+			case strings.HasPrefix(dep, "github.com/jackc/pgx") && pkg != module+"/lockclient/pgxfence":
+				t.Errorf("%s imports %s: only lockclient/pgxfence may use pgx", pkg, dep)
 			case strings.HasPrefix(dep, "github.com/go-zookeeper/") && pkg != module+"/lockclient/zklock":
 				t.Errorf("%s imports %s: only lockclient/zklock may use ZooKeeper", pkg, dep)
 			}
