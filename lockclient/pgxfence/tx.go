@@ -26,7 +26,7 @@ func SetTokenSQL(h *lockclient.Handle) string {
 }
 
 // literal quotes s as a SQL string literal, correct whatever
-// standard_conforming_strings is: a backslash makes it an E'' literal.
+// standard_conforming_strings is: a backslash makes it an E” literal.
 func literal(s string) string {
 	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
 	if strings.Contains(s, `\`) {
