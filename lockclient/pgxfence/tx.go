@@ -26,7 +26,8 @@ func SetTokenSQL(h *lockclient.Handle) string {
 }
 
 // literal quotes s as a SQL string literal, correct whatever
-// standard_conforming_strings is: a backslash makes it an E” literal.
+// standard_conforming_strings is: with a backslash in s it is an
+// escape-string literal, E'...'.
 func literal(s string) string {
 	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
 	if strings.Contains(s, `\`) {
