@@ -228,6 +228,16 @@ func (z *ZooKeeper) Restart(i int) {
 	z.waitServing(i)
 }
 
+// WaitServing waits until every running member serves requests.
+func (z *ZooKeeper) WaitServing() {
+	z.t.Helper()
+	for i, m := range z.members {
+		if m.cmd != nil {
+			z.waitServing(i)
+		}
+	}
+}
+
 // Pause stops member i (SIGSTOP); Resume lets it go on.
 func (z *ZooKeeper) Pause(i int)  { z.signal(i, syscall.SIGSTOP) }
 func (z *ZooKeeper) Resume(i int) { z.signal(i, syscall.SIGCONT) }
