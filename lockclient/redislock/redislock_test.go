@@ -95,3 +95,59 @@ func TestOneWakeupPerRelease(t *testing.T) {
 		t.Errorf("%d wake-ups for %d hand-offs, want one each", n, waiters)
 	}
 }
+
+// TestFailoverCanReuseToken shows what the package documentation says Redis
+// cannot promise: a grant the primary had not replicated when it died is
+// lost with its counter increment, and the promoted replica grants the
+// lock again with the same fencing token, which the fencing check accepts
+// (equal to the mark). A test of the limitation, so that the
+// documentation stays true.
+func TestFailoverCanReuseToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server; skipped in -short mode")
+	}
+	f := harness.StartRedisFailover(t)
+	first, err := lockclient.New(newBackend(t, f.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Close(context.Background()) })
+	h, err := first.Acquire(t.Context(), "reuse", lockclient.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // replicated: the counter is 1 on both
+
+	// The replica stops, and the primary drops its link: what the primary
+	// writes next stays in its own backlog, as when it dies before the
+	// bytes leave it.
+	f.Freeze(1)
+	if err := f.Node(0).Client(t).ClientKillByFilter(t.Context(), "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h, err = first.Acquire(t.Context(), "reuse", lockclient.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := h.FencingToken()
+	f.Kill(0)
+	f.Thaw(1)
+	f.Restart(0) // fails over to the replica
+	second, err := lockclient.New(newBackend(t, f.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Close(context.Background()) })
+	h2, err := second.Acquire(t.Context(), "reuse", lockclient.WithTTL(time.Second), lockclient.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.FencingToken() != lost {
+		t.Errorf("after the failover the token is %d; the lost grant's was %d (the documentation says it is reused)", h2.FencingToken(), lost)
+	}
+	_ = h2.Release(t.Context())
+	_ = h.Release(t.Context())
+}
