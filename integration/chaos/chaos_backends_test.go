@@ -18,13 +18,13 @@ import (
 // follower frozen. Through the proxy the checker must find no violation
 // and every paused holder must hear of its loss.
 //
-// FENCEPROXY_CHAOS_DURATION sets each run's length (default 30s);
+// FENCEPROXY_CHAOS_DURATION sets each run's length (default 20s);
 // FENCEPROXY_CHAOS_BACKENDS limits the backends (comma-separated).
 func TestChaosBackends(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos suite: skipped in -short mode")
 	}
-	dur := 30 * time.Second
+	dur := 20 * time.Second
 	if v := os.Getenv("FENCEPROXY_CHAOS_DURATION"); v != "" {
 		var err error
 		if dur, err = time.ParseDuration(v); err != nil {

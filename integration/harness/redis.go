@@ -145,7 +145,7 @@ func (r *Redis) ReplicaOf(primary *Redis) {
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	defer c.Close()
-	if err := c.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(primary.Port)).Err(); err != nil {
+	if err := c.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(primary.Port)).Err(); err != nil {
 		r.t.Fatalf("harness: REPLICAOF: %v", err)
 	}
 	for {
@@ -167,7 +167,7 @@ func (r *Redis) Promote() {
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	defer c.Close()
-	if err := c.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := c.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
 		r.t.Fatalf("harness: REPLICAOF NO ONE: %v", err)
 	}
 }

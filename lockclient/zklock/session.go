@@ -74,12 +74,20 @@ func connect(ctx context.Context, servers []string, ttl time.Duration, exact boo
 	}
 	s.conn = conn
 	select {
-	case s.timeout = <-logger.ch:
+	case <-ready:
 	case <-ctx.Done():
 		conn.Close()
 		return nil, ctx.Err()
 	}
-	<-ready // set before the log line is written
+	// The log line follows the session event at once.
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case s.timeout = <-logger.ch:
+	case <-t.C:
+		conn.Close()
+		return nil, errTimeoutUnknown
+	}
 	if exact && s.timeout != ttl {
 		conn.Close()
 		return nil, fmt.Errorf("zklock: the server granted a session timeout of %v for a TTL of %v (its minSessionTimeout/maxSessionTimeout do not allow it; see WithTTLRange)", s.timeout, ttl)
