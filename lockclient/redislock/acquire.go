@@ -21,6 +21,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockclient.Request) (lockclie
 		g, ok, err := a.try(ctx, false)
 		switch {
 		case err != nil:
+			a.leave(ctx) // an attempt whose answer was lost may have granted
 			return lockclient.Grant{}, err
 		case !ok:
 			return lockclient.Grant{}, fmt.Errorf("redislock: %q is held: %w", req.Name, lockclient.ErrNotAcquired)

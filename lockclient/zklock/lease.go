@@ -57,6 +57,11 @@ func (l *lease) watch() {
 		}
 		select {
 		case ev := <-ch:
+			select {
+			case <-l.stop:
+				return // released: the delete, if any, was ours
+			default:
+			}
 			if ev.Type == zk.EventNodeDeleted && !l.mayHaveDeleted.Load() {
 				l.markLost()
 				return
