@@ -7,8 +7,8 @@
 // The behaviour a user of lockclient relies on whatever the store: mutual
 // exclusion under contention, fencing tokens strictly increasing per name
 // across holders, a loss reported (OnLost, the handle's Context, Release
-// returning an error wrapping lockclient.ErrLost), waiting bounded by the
-// wait budget with the holder named, FIFO hand-off where the backend
+// returning an error wrapping lockclient.ErrLost), a grant nobody renews
+// expiring on the service, waiting bounded by the wait budget with the holder named, FIFO hand-off where the backend
 // promises it, and the release of a grant that someone else now holds
 // refused without touching the new holder. It starts no store itself: the
 // caller's [Store] connects to one.

@@ -48,6 +48,7 @@ func Run(t *testing.T, s Store) {
 	t.Run("BoundedWait", s.testBoundedWait)
 	t.Run("StaleReleaseRefused", s.testStaleReleaseRefused)
 	t.Run("HandOff", s.testHandOff)
+	t.Run("ExpiresUnrenewed", s.testExpiresUnrenewed)
 	if s.FIFO {
 		t.Run("FIFO", s.testFIFO)
 	}
@@ -283,6 +284,34 @@ func (s Store) testHandOff(t *testing.T) {
 		t.Errorf("hand-off took %v, want well under the TTL of %v", took, s.TTL)
 	}
 	release(t, h2)
+}
+
+// testExpiresUnrenewed: a grant nobody renews (its process stopped
+// renewing and never released) expires on the service: a waiter gets the
+// lock within a few TTLs with a greater token, and the old grant's release
+// reports the loss.
+func (s Store) testExpiresUnrenewed(t *testing.T) {
+	name := uniqueName(t)
+	b := s.Connect(t)
+	g, err := b.Acquire(t.Context(), lockclient.Request{Name: name, TTL: s.TTL})
+	if err != nil {
+		t.Fatalf("backend Acquire: %v", err)
+	}
+	start := time.Now()
+	h := s.acquire(t, s.client(t), name)
+	if took := time.Since(start); took < s.TTL/2 {
+		t.Errorf("got the lock %v after an unreleased grant of TTL %v", took, s.TTL)
+	}
+	if h.FencingToken() <= g.FencingToken {
+		t.Errorf("token %d after the expired grant's %d", h.FencingToken(), g.FencingToken)
+	}
+	if err := g.Lease.Release(t.Context()); !errors.Is(err, lockclient.ErrLost) {
+		t.Errorf("release of the expired grant = %v, want an error wrapping ErrLost", err)
+	}
+	if !h.IsHeld() {
+		t.Error("the new holder lost the lock to the expired grant's release")
+	}
+	release(t, h)
 }
 
 // testFIFO: waiters get the lock in the order they queued.

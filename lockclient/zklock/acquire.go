@@ -203,7 +203,8 @@ func (q *queued) waitDelete(ctx context.Context, ahead string) error {
 // read that found our node oldest: the server counted the session's
 // timeout afresh when it received that request.
 func (q *queued) held(sent time.Time) lockclient.Grant {
-	l := &lease{s: q.s, node: q.node, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &lease{s: q.s, node: q.node, ttl: q.s.timeout, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	l.unrenewed = time.AfterFunc(l.ttl, q.s.end)
 	go l.watch()
 	return lockclient.Grant{
 		FencingToken:   q.czxid,

@@ -43,7 +43,10 @@
 //
 // go-zookeeper pings the server every third of the session timeout. Renew
 // reads the grant's node: its answer proves the session was alive when the
-// server received it, no earlier than its send time. The grant's Lost
+// server received it, no earlier than its send time. Since the pings alone
+// would keep a grant alive as long as the process runs, the backend ends a
+// grant's session itself one TTL after the last renewal's answer, so that a
+// grant nobody renews expires here as it does on etcd and Redis. The grant's Lost
 // channel closes when its node is deleted (another client, an operator)
 // or the server reports the session expired; while the ensemble cannot be
 // reached the client cannot tell, and renewals failing past the budget

@@ -22,6 +22,13 @@ type lease struct {
 	// later may be our own doing rather than a loss.
 	mayHaveDeleted atomic.Bool
 
+	// unrenewed ends the session one TTL after the last proof of life
+	// (the grant, or a renewal's answer) unless Renew moves it: the
+	// session's pings would otherwise keep a grant nobody renews alive as
+	// long as the process runs, where the other backends let it expire.
+	unrenewed *time.Timer
+	ttl       time.Duration
+
 	lost     chan struct{} // closed by the watcher when the node or session is gone
 	lostOnce sync.Once
 	stop     chan struct{} // closed by Release: the watcher returns
@@ -94,6 +101,10 @@ func (l *lease) Renew(ctx context.Context) (time.Duration, error) {
 	case !ok:
 		return 0, fmt.Errorf("zklock: node %s is gone: %w", l.node, lockclient.ErrLost)
 	}
+	if !l.unrenewed.Reset(l.ttl) {
+		// The session was ended meanwhile: a TTL passed unrenewed.
+		return 0, fmt.Errorf("zklock: %s went a TTL without renewal: %w", l.node, lockclient.ErrLost)
+	}
 	return l.s.timeout, nil
 }
 
@@ -103,6 +114,7 @@ func (l *lease) Renew(ctx context.Context) (time.Duration, error) {
 // an earlier unanswered attempt may have deleted it.
 func (l *lease) Release(ctx context.Context) error {
 	l.stopOnce.Do(func() { close(l.stop) })
+	l.unrenewed.Stop()
 	defer func() {
 		<-l.done
 		l.s.conn.Close()

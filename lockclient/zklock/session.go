@@ -18,7 +18,7 @@ type session struct {
 	conn    *zk.Conn
 	timeout time.Duration // negotiated with the server
 
-	expired   chan struct{} // closed when the server says the session expired
+	expired   chan struct{} // closed when the server says the session expired, or by end
 	closeOnce sync.Once
 }
 
@@ -95,7 +95,14 @@ func connect(ctx context.Context, servers []string, ttl time.Duration, exact boo
 	return s, nil
 }
 
-// isExpired reports whether the server has said the session expired.
+// end closes the session and marks it expired: its ephemeral nodes go.
+func (s *session) end() {
+	s.closeOnce.Do(func() { close(s.expired) })
+	s.conn.Close()
+}
+
+// isExpired reports whether the session is over: the server said it
+// expired, or end closed it.
 func (s *session) isExpired() bool {
 	select {
 	case <-s.expired:
