@@ -9,8 +9,9 @@ import (
 // Backend is the transport to a lock service: it queues for, grants, renews
 // and releases leases. [Client] owns everything above it — validity deadlines,
 // the renewal schedule, the transport-error budget, reentrancy, callbacks — so
-// a backend stays small. Implementations: package etcdlock (etcd) and package
-// memlock (in process, with fault switches).
+// a backend stays small. Implementations: packages etcdlock (etcd), zklock
+// (ZooKeeper), redislock (Redis) and memlock (in process, with fault
+// switches); package lockclienttest is the suite each must pass.
 //
 // A Backend must be safe for concurrent use.
 type Backend interface {

@@ -29,12 +29,18 @@ func TestDeps(t *testing.T) {
 				t.Errorf("%s imports %s: lockclient is public and must not reach internal/", pkg, dep)
 			case strings.HasPrefix(dep, module+"/integration"):
 				t.Errorf("%s imports %s: production code must not reach the test harness", pkg, dep)
-			case dep == "testing":
+			case dep == "testing" && pkg != module+"/lockclient/lockclienttest":
 				t.Errorf("%s imports testing: production code must not", pkg)
 			case strings.HasPrefix(dep, "go.etcd.io/etcd/server"):
 				t.Errorf("%s imports %s: the etcd server belongs to the harness and the demo only", pkg, dep)
 			case strings.HasPrefix(dep, "go.etcd.io/") && pkg != module+"/lockclient/etcdlock":
 				t.Errorf("%s imports %s: only lockclient/etcdlock may use etcd", pkg, dep)
+			case strings.HasPrefix(dep, "github.com/redis/") && pkg != module+"/lockclient/redislock":
+				t.Errorf("%s imports %s: only lockclient/redislock may use Redis", pkg, dep)
+			case strings.HasPrefix(dep, "github.com/jackc/pgx") && pkg != module+"/lockclient/pgxfence":
+				t.Errorf("%s imports %s: only lockclient/pgxfence may use pgx", pkg, dep)
+			case strings.HasPrefix(dep, "github.com/go-zookeeper/") && pkg != module+"/lockclient/zklock":
+				t.Errorf("%s imports %s: only lockclient/zklock may use ZooKeeper", pkg, dep)
 			}
 		}
 	}

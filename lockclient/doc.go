@@ -7,8 +7,12 @@
 // lockclient owns the client side of a lock: acquiring with a bounded wait,
 // the handle's lifecycle (Held → Released, Held → Lost, both final), renewal,
 // the validity deadline, in-process reentrancy and loss notification. It
-// imports nothing from fenceproxy's internal packages and nothing from etcd;
-// backends live in sub-packages (etcdlock for etcd, memlock in process).
+// imports nothing from fenceproxy's internal packages and no store's client;
+// backends live in sub-packages (etcdlock for etcd, zklock for ZooKeeper,
+// redislock for Redis, memlock in process), each passing the conformance
+// suite of lockclienttest. [Client.Election] is a fenced leader election on
+// the same locks; package pgxfence begins pgx transactions carrying a
+// handle's token.
 //
 // A lease-based lock cannot stop a holder that was paused (GC, SIGSTOP, a VM
 // freeze) from acting after its lease ran out. The client can detect a loss;

@@ -3,8 +3,10 @@
 # programs, and the client drivers of the driver matrix (integration/drivers):
 # psycopg 3, psycopg2, SQLAlchemy and asyncpg for Debian's python3,
 # node-postgres with pg-cursor, pgjdbc and a JDK;
-# PgBouncer, for the bench-compare harness's smoke test; and systemd-analyze,
-# for the systemd unit's test.
+# PgBouncer, for the bench-compare harness's smoke test and the topology tests;
+# systemd-analyze, for the systemd unit's test; and Redis and ZooKeeper, the
+# lock backends' stores (lockclient/redislock, lockclient/zklock,
+# integration/harness starts them on loopback).
 # Only what is missing is installed, so a second run takes about a second.
 # Debian packages through apt-get (as root, or through sudo); `pg` and
 # `pg-cursor` from npm into integration/drivers/testdata/node (versions pinned
@@ -35,10 +37,14 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 { command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; } || missing+=(default-jdk-headless)
 [ -f "$JDBC_JAR" ] || missing+=(libpostgresql-jdbc-java)
-# PgBouncer: the bench-compare harness's smoke test (TestCompareHarness).
+# PgBouncer: the bench-compare harness's smoke test (TestCompareHarness) and the
+# topology tests (integration/topology_test.go).
 { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; } || missing+=(pgbouncer)
 # systemd-analyze: the systemd unit's test (integration/packaging).
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+# Redis and ZooKeeper: the stores of the redislock and zklock backends' tests.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 
 # as_root runs a command as root: directly, or through sudo.
 as_root() {

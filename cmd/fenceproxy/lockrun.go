@@ -13,9 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/etcdlocks"
+	"github.com/fenceproxy/fenceproxy/internal/lockstore"
 	"github.com/fenceproxy/fenceproxy/lockclient"
-	"github.com/fenceproxy/fenceproxy/lockclient/etcdlock"
 )
 
 // Exit statuses of `lock run` itself (sysexits.h): the child's own status
@@ -28,7 +27,8 @@ const (
 const lockRunUsage = `Usage: fenceproxy lock run [flags] NAME -- CMD [ARGS...]
 
 Runs CMD while holding the lock NAME, so that an unchanged program gets
-fencing. It acquires NAME (etcd), then starts CMD with
+fencing. It acquires NAME (from etcd, Redis or ZooKeeper: --backend), then
+starts CMD with
 
   PGOPTIONS      "-c lock.fencing_token=N -c lock.resource=NAME" appended to
                  any PGOPTIONS already set: every libpq program (psql,
@@ -40,22 +40,24 @@ It renews the lock while CMD runs. If the lock is lost, CMD gets SIGTERM, then
 SIGKILL after --kill-after, and lock run exits 76. When CMD exits the lock is
 released and lock run exits with CMD's status (128+signal if it was killed),
 unless the lock turns out to have been lost while CMD ran (its validity ran
-out, or etcd no longer had it when it was released): then it exits 76, as
+out, or the store no longer had it when it was released): then it exits 76, as
 CMD's work may have been refused or overtaken. If the lock stays busy for
 --wait, lock run exits 75 naming the holder. SIGINT and SIGTERM are
 forwarded to CMD.
 
---etcd should list every member of the cluster: a dead or frozen member is
-then left for a healthy one.
+--etcd and --zookeeper should list every member of the cluster: a dead or
+frozen member is then left for a healthy one. Redis (--redis, one primary)
+replicates asynchronously: a failover can lose a grant and reuse its token,
+which the fencing check cannot tell apart (docs/lockclient.md).
 
 Flags:
 `
 
 func runLock(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("lock run", lockRunUsage, stdout, stderr)
-	endpoints := fs.String("etcd", envOr(getenv, "FENCEPROXY_ETCD", "127.0.0.1:2379"), "etcd `endpoints`, comma-separated (env FENCEPROXY_ETCD)")
-	prefix := fs.String("prefix", etcdlock.DefaultPrefix, "etcd key `prefix` of the locks")
-	ttl := fs.Duration("ttl", 10*time.Second, "lease `TTL` (whole seconds, at least 2s)")
+	var store lockstore.Config
+	store.Register(fs, getenv)
+	ttl := fs.Duration("ttl", 10*time.Second, "lease `TTL` (etcd: whole seconds, at least 2s; Redis: at least 100ms; ZooKeeper: 4s to 40s)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for a busy lock")
 	killAfter := fs.Duration("kill-after", 5*time.Second, "after the lock is lost, SIGKILL the child this long after SIGTERM")
 	switch {
@@ -81,15 +83,12 @@ func runLock(ctx context.Context, args []string, getenv func(string) string, std
 	if command[0] == "--" {
 		command = command[1:]
 	}
-	r := &lockRun{name: name, command: command, ttl: *ttl, wait: *wait, killAfter: *killAfter, prefix: *prefix, stderr: stderr}
-	return r.run(ctx, strings.Split(*endpoints, ","))
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
+	if err := store.Check(); err != nil {
+		fmt.Fprintf(stderr, "fenceproxy lock run: %v\n\n%s", err, lockRunUsage)
+		return errUsageShown
 	}
-	return def
+	r := &lockRun{name: name, command: command, ttl: *ttl, wait: *wait, killAfter: *killAfter, store: store, stderr: stderr}
+	return r.run(ctx)
 }
 
 // lockRun is one `fenceproxy lock run`.
@@ -99,7 +98,7 @@ type lockRun struct {
 	ttl       time.Duration
 	wait      time.Duration
 	killAfter time.Duration
-	prefix    string
+	store     lockstore.Config
 	stderr    io.Writer
 }
 
@@ -107,8 +106,8 @@ func (r *lockRun) logf(format string, args ...any) {
 	fmt.Fprintf(r.stderr, "fenceproxy lock run: "+format+"\n", args...)
 }
 
-func (r *lockRun) run(ctx context.Context, endpoints []string) error {
-	locks, _, closeLocks, err := etcdlocks.Open(endpoints, r.prefix)
+func (r *lockRun) run(ctx context.Context) error {
+	locks, closeLocks, err := r.store.Open()
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,9 @@ const (
 	PauseHolder         = "pause-holder"          // SIGSTOP a lock holder past its TTL
 	ProxyKill           = "proxy-kill"            // SIGKILL fenceproxy serve, start it again
 	PGRestart           = "pg-restart"            // PostgreSQL immediate shutdown and start
-	LeaderKill          = "leader-kill"           // SIGKILL the etcd leader, restart it later
-	MemberStallLeader   = "member-stall-leader"   // SIGSTOP the etcd leader for a while
-	MemberStallFollower = "member-stall-follower" // SIGSTOP an etcd follower for a while
+	LeaderKill          = "leader-kill"           // SIGKILL the lock store's leader (Redis: primary), restart it later (Redis: fail over first)
+	MemberStallLeader   = "member-stall-leader"   // SIGSTOP the lock store's leader for a while
+	MemberStallFollower = "member-stall-follower" // SIGSTOP a follower (Redis: the replica) for a while
 )
 
 // Fault is one fault the nemesis injected.
@@ -128,16 +128,16 @@ func (n *Nemesis) restartPG() (Fault, bool) {
 }
 
 func (n *Nemesis) killLeader() (Fault, bool) {
-	i := n.s.Etcd.Leader(context.Background())
+	i := n.s.Store.Leader()
 	if i < 0 {
-		n.t.Log("nemesis: no etcd leader to kill")
+		n.t.Log("nemesis: no lock store leader to kill")
 		return Fault{}, false
 	}
 	f := Fault{Kind: LeaderKill, Start: time.Now(), Detail: fmt.Sprintf("member m%d", i)}
-	n.s.Etcd.Kill(i)
+	n.s.Store.Kill(i)
 	time.Sleep(n.ttl + time.Second) // the gap is measured with the member down
-	n.s.Etcd.Restart(i)
-	n.s.Etcd.WaitHealthy(time.Minute)
+	n.s.Store.Restart(i)
+	n.s.Store.WaitHealthy(time.Minute)
 	f.End = time.Now()
 	return f, true
 }
@@ -145,20 +145,20 @@ func (n *Nemesis) killLeader() (Fault, bool) {
 // stallMember freezes the leader or a follower for the TTL plus a second.
 func stallMember(leader bool) step {
 	return func(n *Nemesis) (Fault, bool) {
-		i := n.s.Etcd.Leader(context.Background())
+		i := n.s.Store.Leader()
 		if i < 0 {
-			n.t.Log("nemesis: no etcd leader; no stall")
+			n.t.Log("nemesis: no lock store leader; no stall")
 			return Fault{}, false
 		}
 		kind := MemberStallLeader
 		if !leader {
-			kind, i = MemberStallFollower, (i+1)%n.s.Etcd.Size()
+			kind, i = MemberStallFollower, (i+1)%n.s.Store.Size()
 		}
 		f := Fault{Kind: kind, Start: time.Now(), Detail: fmt.Sprintf("member m%d", i)}
-		n.s.Etcd.Freeze(i)
+		n.s.Store.Freeze(i)
 		time.Sleep(n.ttl + time.Second)
-		n.s.Etcd.Thaw(i)
-		n.s.Etcd.WaitHealthy(time.Minute)
+		n.s.Store.Thaw(i)
+		n.s.Store.WaitHealthy(time.Minute)
 		f.End = time.Now()
 		return f, true
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/lockstore"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
@@ -23,6 +24,7 @@ type stack struct {
 	dir       string
 	etcd      *embed.Etcd
 	etcdURL   string
+	store     lockstore.Config // where the workers take their lock
 	pg        *pgcluster.Cluster
 	proxyAddr string
 	stopProxy func()
@@ -30,8 +32,8 @@ type stack struct {
 
 const demoDB = "postgres"
 
-func startStack(ctx context.Context) (_ *stack, err error) {
-	s := &stack{}
+func startStack(ctx context.Context, store lockstore.Config) (_ *stack, err error) {
+	s := &stack{store: store}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -45,8 +47,11 @@ func startStack(ctx context.Context) (_ *stack, err error) {
 	if s.pg, err = pgcluster.Start(ctx, pgcluster.Options{DirPrefix: "fenceproxy-demo-pg-"}); err != nil {
 		return nil, err
 	}
-	if err = s.startEtcd(); err != nil {
-		return nil, err
+	if store.Backend == lockstore.Etcd {
+		if err = s.startEtcd(); err != nil {
+			return nil, err
+		}
+		s.store.Etcd = s.etcdURL
 	}
 	if err = s.install(ctx); err != nil {
 		return nil, err
@@ -153,4 +158,16 @@ func removeAll(dir string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// lockRunFlags are the flags of `fenceproxy lock run` that reach the
+// demo's lock store.
+func (s *stack) lockRunFlags() string {
+	switch s.store.Backend {
+	case lockstore.Redis:
+		return "--backend redis --redis " + s.store.Redis
+	case lockstore.ZooKeeper:
+		return "--backend zookeeper --zookeeper " + s.store.ZooKeeper
+	}
+	return "--etcd " + s.etcdURL
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fenceproxy/fenceproxy/internal/lockstore"
 )
 
 // Options configure Run.
@@ -22,8 +24,13 @@ type Options struct {
 	Self string
 	// Out receives the timeline.
 	Out io.Writer
-	// TTL is the workers' lease TTL; zero means 2s (etcd's minimum).
+	// TTL is the workers' lease TTL; zero means 2s (etcd's minimum), 4s
+	// for ZooKeeper (its default minimum session timeout).
 	TTL time.Duration
+	// Store is the lock store of the workers. With Backend etcd (or
+	// empty) the demo embeds its own etcd and ignores Store.Etcd; Redis and
+	// ZooKeeper must be running at Store.Redis or Store.ZooKeeper.
+	Store lockstore.Config
 	// Keep leaves the stack running after the story until ctx is done.
 	Keep bool
 }
@@ -31,20 +38,29 @@ type Options struct {
 // Run starts the stack, plays the story through the proxy and then straight
 // against PostgreSQL, prints both, and stops everything.
 func Run(ctx context.Context, opts Options) error {
+	if opts.Store.Backend == "" {
+		opts.Store.Backend = lockstore.Etcd
+	}
+	if err := opts.Store.Check(); err != nil {
+		return err
+	}
 	if opts.TTL == 0 {
 		opts.TTL = 2 * time.Second
+		if opts.Store.Backend == lockstore.ZooKeeper {
+			opts.TTL = 4 * time.Second
+		}
 	}
 	out := opts.Out
 	fmt.Fprintln(out, "fenceproxy demo: a lock holder pauses, its lease expires, another takes over — and then the first one wakes up and writes.")
 	fmt.Fprintln(out)
 	start := time.Now()
-	s, err := startStack(ctx)
+	s, err := startStack(ctx, opts.Store)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	fmt.Fprintf(out, "started in %.1fs: etcd %s, PostgreSQL %s, fenceproxy %s (fence store installed)\n",
-		time.Since(start).Seconds(), s.etcdURL, s.pg.Addr(), s.proxyAddr)
+	fmt.Fprintf(out, "started in %.1fs: locks on %s, PostgreSQL %s, fenceproxy %s (fence store installed)\n",
+		time.Since(start).Seconds(), s.store.Where(), s.pg.Addr(), s.proxyAddr)
 
 	st := &story{s: s, opts: opts, out: out}
 	through, err := st.play(ctx, "1. Through fenceproxy", s.proxyDSN(), true)
@@ -216,13 +232,13 @@ The stack keeps running (--keep). Try it by hand:
 
   through fenceproxy:     psql "%s"
   straight to PostgreSQL: psql "%s"
-  etcd:                   %s
+  %-23s %s
 
-  %s lock run --etcd %s accounts/1 -- \
+  %s lock run %s accounts/1 -- \
       psql "%s" -c "UPDATE accounts SET balance = balance + 1 WHERE id = 1"
 
 Press Ctrl-C to stop everything.
-`, s.proxyDSN(), s.directDSN(), s.etcdURL, st.opts.Self, s.etcdURL, s.proxyDSN())
+`, s.proxyDSN(), s.directDSN(), s.store.Backend+":", s.store.Endpoint(), st.opts.Self, s.lockRunFlags(), s.proxyDSN())
 }
 
 // worker is one running demo-worker process.
@@ -234,8 +250,9 @@ type worker struct {
 }
 
 func (st *story) startWorker(ctx context.Context, dsn string, add int) (*worker, error) {
-	cmd := exec.Command(st.opts.Self, "demo-worker", "--etcd", st.s.etcdURL, "--dsn", dsn,
-		"--ttl", st.opts.TTL.String(), "--add", strconv.Itoa(add))
+	args := append([]string{"demo-worker"}, st.s.store.Args()...)
+	args = append(args, "--dsn", dsn, "--ttl", st.opts.TTL.String(), "--add", strconv.Itoa(add))
+	cmd := exec.Command(st.opts.Self, args...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/etcdlocks"
+	"github.com/fenceproxy/fenceproxy/internal/lockstore"
 	"github.com/fenceproxy/fenceproxy/lockclient"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,14 +25,15 @@ const resource = "accounts/1"
 // "wrote B", "refused SQLSTATE message").
 func Worker(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-worker", flag.ContinueOnError)
-	etcdURL := fs.String("etcd", "", "etcd endpoint")
+	var store lockstore.Config
+	store.Register(fs, func(string) string { return "" })
 	dsn := fs.String("dsn", "", "PostgreSQL DSN")
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL")
 	add := fs.Int("add", 0, "amount to add")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	locks, _, closeLocks, err := etcdlocks.Open([]string{*etcdURL}, "")
+	locks, closeLocks, err := store.Open()
 	if err != nil {
 		return err
 	}

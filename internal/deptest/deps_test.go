@@ -56,8 +56,11 @@ var rules = []rule{
 	{from: "internal/pgwire", to: []string{"github.com/pganalyze/pg_query_go"}, direct: true, reason: "statement parsing belongs to gate"},
 	{from: "lockclient", to: []string{"mod:internal/"}, reason: "lockclient is public and stands alone"},
 	{from: "lockclient", except: []string{"lockclient/etcdlock"}, to: []string{"go.etcd.io/"}, reason: "only the etcd backend may import the etcd client"},
+	{from: "lockclient", except: []string{"lockclient/redislock"}, to: []string{"github.com/redis/"}, reason: "only the Redis backend may import the Redis client"},
+	{from: "lockclient", except: []string{"lockclient/zklock"}, to: []string{"github.com/go-zookeeper/"}, reason: "only the ZooKeeper backend may import the ZooKeeper client"},
 	{from: "", except: []string{"integration", "internal/deptest", "cmd/fenceproxy/internal/demo", "internal/demo"}, to: []string{"go.etcd.io/etcd/server"}, direct: true, reason: "the etcd server is embedded only by the test harness and the demo"},
-	{from: "", except: []string{"integration", "internal/deptest"}, to: []string{"testing", "mod:integration"}, reason: "production code never imports testing or the integration harness"},
+	{from: "", except: []string{"integration", "internal/deptest", "lockclient/lockclienttest"}, to: []string{"testing", "mod:integration"}, reason: "production code never imports testing or the integration harness"},
+	{from: "lockclient/lockclienttest", to: []string{"mod:integration"}, reason: "the conformance suite is public: it starts no store and never reaches the harness"},
 }
 
 func rel(path string) string { return strings.TrimPrefix(strings.TrimPrefix(path, module), "/") }

@@ -1,5 +1,6 @@
 // Command worker is one worker process of the chaos suite
-// (integration/chaos): it takes a lockclient lock on an etcd cluster, again
+// (integration/chaos): it takes a lockclient lock on an etcd cluster (or, with
+// -backend, on Redis or ZooKeeper), again
 // and again, and under each grant increments one counter in PostgreSQL by
 // read-modify-write, carrying the grant's fencing token (as startup
 // parameters, as `fenceproxy lock run` does through PGOPTIONS). It pauses

@@ -16,11 +16,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/fenceproxy/fenceproxy/lockclient"
 	"github.com/fenceproxy/fenceproxy/lockclient/etcdlock"
+	"github.com/fenceproxy/fenceproxy/lockclient/redislock"
+	"github.com/fenceproxy/fenceproxy/lockclient/zklock"
 )
 
 func main() {
@@ -32,7 +35,10 @@ func main() {
 
 func run() error {
 	w := &worker{out: os.Stdout}
+	backendName := flag.String("backend", "etcd", "lock store: etcd, redis or zookeeper")
 	etcd := flag.String("etcd", "", "etcd endpoints, comma-separated")
+	redisAddr := flag.String("redis", "", "Redis primary host:port")
+	zkServers := flag.String("zookeeper", "", "ZooKeeper servers, comma-separated")
 	flag.IntVar(&w.id, "id", 0, "worker number, for the report")
 	flag.StringVar(&w.dsn, "dsn", "", "PostgreSQL DSN: the proxy, or the server itself for an unfenced run")
 	flag.StringVar(&w.lock, "lock", "chaos/counter", "lock name, also the fencing resource")
@@ -41,17 +47,38 @@ func run() error {
 	flag.BoolVar(&w.extended, "extended", false, "use pgx's extended protocol (prepared statements) instead of the simple protocol")
 	flag.Parse()
 
-	cfg := etcdlock.ClientConfig(strings.Split(*etcd, ","))
-	cfg.Logger = zap.NewNop()
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return err
+	var backend lockclient.Backend
+	switch *backendName {
+	case "etcd":
+		cfg := etcdlock.ClientConfig(strings.Split(*etcd, ","))
+		cfg.Logger = zap.NewNop()
+		cli, err := clientv3.New(cfg)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		if backend, err = etcdlock.New(cli); err != nil {
+			return err
+		}
+	case "redis":
+		rdb := redis.NewClient(redislock.ClientOptions(*redisAddr))
+		defer rdb.Close()
+		var err error
+		if backend, err = redislock.New(rdb); err != nil {
+			return err
+		}
+	case "zookeeper":
+		// The harness's ensemble grants session timeouts from 500 ms.
+		zb, err := zklock.New(strings.Split(*zkServers, ","), zklock.WithTTLRange(500*time.Millisecond, time.Minute))
+		if err != nil {
+			return err
+		}
+		defer zb.Close()
+		backend = zb
+	default:
+		return fmt.Errorf("unknown backend %q", *backendName)
 	}
-	defer cli.Close()
-	backend, err := etcdlock.New(cli)
-	if err != nil {
-		return err
-	}
+	var err error
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w.locks, err = lockclient.New(backend, lockclient.WithLogger(log))
 	if err != nil {
