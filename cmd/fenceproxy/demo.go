@@ -30,7 +30,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	keep := fs.Bool("keep", false, "leave the stack running after the story and print how to reach it; Ctrl-C stops it")
 	ttl := fs.Duration("ttl", 0, "the workers' lease TTL (default 2s, etcd's minimum; 4s for ZooKeeper)")
 	var store lockstore.Config
-	store.Register(fs, os.Getenv)
+	store.Register(fs.FlagSet, os.Getenv)
 	if err := parseOnlyFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil

@@ -56,7 +56,7 @@ Flags:
 func runLock(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("lock run", lockRunUsage, stdout, stderr)
 	var store lockstore.Config
-	store.Register(fs, getenv)
+	store.Register(fs.FlagSet, getenv)
 	ttl := fs.Duration("ttl", 10*time.Second, "lease `TTL` (etcd: whole seconds, at least 2s; Redis: at least 100ms; ZooKeeper: 4s to 40s)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for a busy lock")
 	killAfter := fs.Duration("kill-after", 5*time.Second, "after the lock is lost, SIGKILL the child this long after SIGTERM")
