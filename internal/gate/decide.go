@@ -342,27 +342,30 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.configTextUnsure(args, extra) {
 		return raise(codeCannotFence, msgConfigEncoding)
 	}
-	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(dir)}
+	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(append([]hwm.CheckArgs{args}, extra...))}
 }
 
 // guardBits returns, under Config.TransactionTokens, the fencing settings
-// a check with directives dir would read although the current transaction
-// did not set them: a value there was left on the server connection by
-// someone, maybe another client, so the check refuses when one is set
-// (hwm.AppendGuardedCall). A directive's token or resource is read
-// instead of the setting's.
-func (s *Session) guardBits(dir Directives) uint8 {
+// the checks would read although the current transaction did not set them:
+// a value there was left on the server connection by someone, maybe
+// another client, so the first check refuses when one is set
+// (hwm.AppendGuardedCall), for all of them. A check's own token or
+// resource (a directive's, a table's forced one) is read instead of the
+// setting's.
+func (s *Session) guardBits(checks []hwm.CheckArgs) uint8 {
 	if !s.cfg.TransactionTokens {
 		return 0
 	}
 	var g uint8
-	if dir.Token == 0 && s.trust&fenceToken == 0 {
-		g |= fenceToken
+	for _, c := range checks {
+		if c.Token == "" {
+			g |= fenceToken
+		}
+		if c.Resource == "" {
+			g |= fenceResource
+		}
 	}
-	if dir.Resource == "" && s.trust&fenceResource == 0 {
-		g |= fenceResource
-	}
-	return g
+	return g &^ s.trust
 }
 
 // replaceable reports whether run, which st runs, comes from a name that
@@ -580,9 +583,12 @@ func (s *Session) after(st *Statement) {
 		s.unit.lexing = true
 	}
 	switch {
-	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == RollbackTo, st.Kind == DiscardAll:
+	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == RollbackTo, st.Kind == DiscardAll, st.Kind == NoTxnBlock:
 		// The transaction ended, or a savepoint rollback (or code the
-		// proxy cannot see) may have undone what it set.
+		// proxy cannot see) may have undone what it set. A statement that
+		// cannot run in a transaction block commits the one it runs in
+		// where the server lets it run at all (PostgreSQL 13, in an
+		// extended-protocol pipeline).
 		s.trust = 0
 	default:
 		s.trust = s.trust&^st.FenceReset | st.FenceLocal

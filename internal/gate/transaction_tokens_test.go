@@ -3,6 +3,8 @@ package gate
 import (
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // Under token_scope: transaction (Config.TransactionTokens) a check reads
@@ -149,5 +151,136 @@ func TestCheckStartupRefusesSessionTokensUnderTransactionScope(t *testing.T) {
 	}
 	if err := CheckStartup(&Config{}, map[string]string{"options": "-c lock.fencing_token=4"}); err != nil {
 		t.Errorf("session scope refused a startup token: %v", err)
+	}
+}
+
+// What the server sets is what counts: a statement the proxy takes for a
+// SET LOCAL or set_config of lock.fencing_token or lock.resource grants no
+// trust unless the server sets that very setting, for this transaction, to
+// a value the statement gives.
+func TestTransactionTokensTrustOnlyWhatTheServerSets(t *testing.T) {
+	tests := []struct{ name, set string }{
+		// PostgreSQL folds only ASCII letters in setting names: the Kelvin
+		// sign and the long s name other (placeholder) settings.
+		{"Kelvin sign in the token's name", `SET LOCAL "loc` + "\u212A" + `.fencing_token" = 4; SET LOCAL lock.resource = 'r'`},
+		{"long s in the resource's name", "SET LOCAL lock.fencing_token = 4; SELECT set_config('lock.re\u017Fource', 'r', true)"},
+		// LIMIT 0 and OFFSET evaluate no target list: nothing is set.
+		{"set_config under LIMIT 0", "SELECT set_config('lock.fencing_token', '4', true), set_config('lock.resource', 'r', true) LIMIT 0"},
+		{"set_config under OFFSET", "SELECT set_config('lock.fencing_token', '4', true), set_config('lock.resource', 'r', true) OFFSET 1"},
+		{"set_config under FETCH FIRST 0 ROWS", "SELECT set_config('lock.fencing_token', '4', true), set_config('lock.resource', 'r', true) FETCH FIRST 0 ROWS ONLY"},
+		// A NULL value is a reset request: the setting takes its session
+		// default (a role or database default, a startup option).
+		{"set_config to NULL", "SET LOCAL lock.fencing_token = 4; SELECT set_config('lock.resource', NULL, true)"},
+		// Another schema's set_config is not PostgreSQL's.
+		{"set_config of another schema", "SELECT app.set_config('lock.fencing_token', '4', true), app.set_config('lock.resource', 'r', true)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := txnTokensWire(t, false)
+			got := w.send(q("BEGIN; " + tt.set + "; UPDATE t SET v = 1"))
+			if i := strings.LastIndex(got, "UPDATE t"); i < 0 || refusedSessionSet(got[:i]) {
+				return // refused before the UPDATE runs: fail closed
+			} else if last := lastCheck(got[:i]); last != "guarded" {
+				t.Fatalf("check before the UPDATE is %s, want guarded\nupstream %s", last, got)
+			}
+		})
+	}
+}
+
+// A set_config for the transaction whose value is itself computed by code
+// (another set_config, for the session) must not carry a session-level
+// setting past the refusal.
+func TestTransactionTokensRefuseSessionLevelSettingsInsideValues(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT set_config('lock.fencing_token', set_config('lock.fencing_token', '41', false), true)",
+		"SELECT set_config('lock.fencing_token', (SELECT set_config('lock.resource', 'r', false)), true)",
+		"SELECT set_config('lock.fencing_token', app.f()::text, true)",
+	} {
+		w := txnTokensWire(t, false)
+		if got := w.send(q(sql)); !refusedSessionSet(got) {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	// A literal or a parameter, as drivers send, runs.
+	for _, sql := range []string{
+		"SELECT set_config('lock.fencing_token', '4', true)",
+		"SELECT set_config('lock.fencing_token', $1, true)",
+		"SELECT set_config('lock.fencing_token', $1::text, true), pg_catalog.set_config('lock.resource', $2, true)",
+	} {
+		w := txnTokensWire(t, false)
+		if got := w.send(q(sql)); refusedSessionSet(got) {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+}
+
+// refusedSessionSet reports whether upstream holds the refusal of a
+// session-level setting (not the guard of a check, which names 55Z05 too).
+func refusedSessionSet(upstream string) bool {
+	return strings.Contains(upstream, "$fence$BEGIN RAISE EXCEPTION USING ERRCODE = '55Z05'")
+}
+
+// A named statement the proxy knew with a comment token, run after code
+// the proxy could not see, is checked with that token and with the
+// session's (it may have been replaced by one without the comment): the
+// second check reads the settings, so it is guarded too.
+func TestTransactionTokensGuardTheRecalledStatementsSessionCheck(t *testing.T) {
+	w := txnTokensWire(t, false)
+	w.send(q("PREPARE p AS /* fencing_token=4 resource=r */ UPDATE t SET v = 1"))
+	w.replies("CZ", 'I')
+	w.send(q("DO $$BEGIN END$$"))
+	w.replies("CZ", 'I')
+	got := w.send(q("EXECUTE p"))
+	if strings.Count(got, "fence.check(") != 2 {
+		t.Fatalf("want the comment's check and the session's: %s", got)
+	}
+	if !strings.Contains(got, guarded) || !strings.Contains(got, "current_setting('lock.fencing_token'") || !strings.Contains(got, "current_setting('lock.resource'") {
+		t.Fatalf("the session's check reads both settings unguarded: %s", got)
+	}
+}
+
+// A statement that cannot run in a transaction block commits the
+// transaction it runs in where the server lets it run (PostgreSQL 13 in an
+// extended-protocol pipeline): what the transaction set is gone after it.
+func TestTransactionTokensTrustEndsAtAStatementThatCommits(t *testing.T) {
+	w := txnTokensWire(t, false)
+	for _, sql := range []string{"SET LOCAL lock.fencing_token = 4", "SET LOCAL lock.resource = 'r'", "VACUUM"} {
+		w.send(parse("", sql))
+		w.send(bind("", ""))
+		w.send(exec(""))
+	}
+	w.send(parse("", "UPDATE t SET v = 1"))
+	// The check goes in front of the Bind (or the Execute).
+	var before []pgproto3.FrontendMessage
+	for _, m := range []Msg{bind("", ""), exec("")} {
+		before = append(before, w.s.Client(m).Before...)
+	}
+	if got := extendedText(before); !strings.Contains(got, "fence.check(") || !strings.Contains(got, guarded) {
+		t.Fatalf("check after VACUUM is not guarded: %q", got)
+	}
+}
+
+// extendedText returns the texts of the Parse and Query messages in msgs.
+func extendedText(msgs []pgproto3.FrontendMessage) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		switch m := m.(type) {
+		case *pgproto3.Parse:
+			b.WriteString(m.Query + "\n")
+		case *pgproto3.Query:
+			b.WriteString(m.String + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Startup options are split by the server with backslash escapes
+// (pg_split_opts): "-c l\ock.fencing_token=4" sets lock.fencing_token.
+func TestCheckStartupRefusesEscapedOptions(t *testing.T) {
+	cfg := &Config{TransactionTokens: true}
+	for _, opt := range []string{`-c l\ock.fencing_token=4`, `-c lock\.resource=r`, `--lo\c\k.resource=r`} {
+		if err := CheckStartup(cfg, map[string]string{"options": opt}); err == nil {
+			t.Errorf("%s: accepted", opt)
+		}
 	}
 }
