@@ -278,3 +278,62 @@ func TestTokenLeftOnPooledConnectionIsNeverRead(t *testing.T) {
 	c := connect(t, top.app, pgx.QueryExecModeSimpleProtocol)
 	mustExec(t, c, "/* fencing_token=5 resource=acct/1 */ UPDATE accounts SET balance = 5 WHERE id = 1")
 }
+
+// TestDefaultTokenIsNeverReadThroughLookalikeSettings: behind a
+// transaction-mode pooler, with a database default for lock.fencing_token
+// and lock.resource (99 for acct/1) on every server connection, a
+// transaction whose own settings the server does not apply to the real ones
+// never gets a check that reads the default: a name with a Kelvin sign or a
+// long s (another setting for PostgreSQL), a set_config that LIMIT 0 never
+// evaluates, a NULL value (a reset to the default), another schema's
+// set_config. Nor does the second check of a statement recalled after code
+// the proxy could not see. Each is refused (55Z05) and the mark of acct/1
+// stays untouched.
+func TestDefaultTokenIsNeverReadThroughLookalikeSettings(t *testing.T) {
+	top := newTopology(t, "behind", "transaction", "transaction")
+	if err := harness.Exec(t.Context(), top.direct,
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.fencing_token = '99'",
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.resource = 'acct/1'",
+		"CREATE SCHEMA app",
+		"CREATE FUNCTION app.set_config(text, text, boolean) RETURNS text LANGUAGE sql AS 'SELECT $2'",
+	); err != nil {
+		t.Fatal(err)
+	}
+	sets := map[string][]string{
+		"Kelvin sign": {`SET LOCAL "loc` + "\u212A" + `.fencing_token" = 5`, "SET LOCAL lock.resource = 'own'"},
+		"long s":      {"SET LOCAL lock.fencing_token = 5", "SELECT set_config('lock.re\u017Fource', 'own', true)"},
+		"LIMIT 0":     {"SELECT set_config('lock.fencing_token', '5', true), set_config('lock.resource', 'own', true) LIMIT 0"},
+		"NULL value":  {"SET LOCAL lock.fencing_token = 5", "SELECT set_config('lock.resource', NULL, true)"},
+		"app schema":  {"SELECT app.set_config('lock.fencing_token', '5', true), app.set_config('lock.resource', 'own', true)"},
+	}
+	for mode, qm := range topologyModes {
+		c := connect(t, top.app, qm)
+		for name, stmts := range sets {
+			tx, err := c.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range append(stmts, "UPDATE accounts SET balance = 5 WHERE id = 1") {
+				if _, err = tx.Exec(t.Context(), q); err != nil {
+					break
+				}
+			}
+			if e := wantCode(t, err, "55Z05"); e == nil {
+				t.Errorf("%s %s: not refused", mode, name)
+			}
+			tx.Rollback(t.Context())
+		}
+	}
+	c := connect(t, top.app, pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, c, "PREPARE p AS /* fencing_token=5 resource=own */ UPDATE accounts SET balance = 5 WHERE id = 1")
+	// Code the proxy cannot see (checked with its own comment's token).
+	mustExec(t, c, "/* fencing_token=5 resource=own */ DO $$BEGIN END$$")
+	_, err := c.Exec(t.Context(), "EXECUTE p")
+	wantCode(t, err, "55Z05")
+	if m := harness.Mark(t, top.direct, "acct/1"); m != 0 {
+		t.Fatalf("mark of acct/1 is %d: a check read the database default", m)
+	}
+	if got := top.balance(t); got != 0 {
+		t.Fatalf("balance %d, want 0: a write landed", got)
+	}
+}
