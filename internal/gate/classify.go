@@ -624,13 +624,16 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 // with a constant name, a value that is a non-null constant or a
 // parameter, and a constant true is_local (set for the current transaction
 // only), evaluated once (no LIMIT, OFFSET or FETCH, which may evaluate
-// none); and ok false for any other statement. A value computed by other
+// none) and with no other clause (ORDER BY, DISTINCT ON and WINDOW hold
+// expressions of their own, which this does not read); and ok false for
+// any other statement. A value computed by other
 // code could itself set a setting for the session; a NULL value resets the
 // setting to the session's default, which the transaction did not set.
 func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, ok bool) {
 	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
 		len(sel.TargetList) == 0 || len(sel.ValuesLists) > 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil ||
-		sel.LimitCount != nil || sel.LimitOffset != nil {
+		sel.LimitCount != nil || sel.LimitOffset != nil ||
+		len(sel.SortClause) > 0 || len(sel.DistinctClause) > 0 || len(sel.WindowClause) > 0 || len(sel.LockingClause) > 0 || sel.IntoClause != nil {
 		return 0, false
 	}
 	for _, t := range sel.TargetList {

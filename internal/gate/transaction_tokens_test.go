@@ -173,6 +173,10 @@ func TestTransactionTokensTrustOnlyWhatTheServerSets(t *testing.T) {
 		{"set_config to NULL", "SET LOCAL lock.fencing_token = 4; SELECT set_config('lock.resource', NULL, true)"},
 		// Another schema's set_config is not PostgreSQL's.
 		{"set_config of another schema", "SELECT app.set_config('lock.fencing_token', '4', true), app.set_config('lock.resource', 'r', true)"},
+		// A cursor's FETCH may evaluate none of its rows (FETCH 0, MOVE,
+		// a second FETCH once the row is read).
+		{"set_config in a cursor fetched with FETCH 0", "DECLARE c CURSOR FOR SELECT set_config('lock.fencing_token', '4', true), set_config('lock.resource', 'r', true); FETCH 0 FROM c"},
+		{"set_config in a cursor read twice around a RESET", "DECLARE c CURSOR FOR SELECT set_config('lock.fencing_token', '4', true), set_config('lock.resource', 'r', true); FETCH c; RESET lock.resource; FETCH c"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +199,10 @@ func TestTransactionTokensRefuseSessionLevelSettingsInsideValues(t *testing.T) {
 		"SELECT set_config('lock.fencing_token', set_config('lock.fencing_token', '41', false), true)",
 		"SELECT set_config('lock.fencing_token', (SELECT set_config('lock.resource', 'r', false)), true)",
 		"SELECT set_config('lock.fencing_token', app.f()::text, true)",
+		"SELECT set_config('lock.fencing_token', '4'::app.t, true)",
+		"SELECT set_config('lock.resource', 'r', true) ORDER BY set_config('lock.fencing_token', '41', false)",
+		"SELECT DISTINCT ON (set_config('lock.fencing_token', '41', false)) set_config('lock.resource', 'r', true)",
+		"SELECT set_config('lock.resource', 'r', true) WINDOW w AS (ORDER BY set_config('lock.fencing_token', '41', false))",
 	} {
 		w := txnTokensWire(t, false)
 		if got := w.send(q(sql)); !refusedSessionSet(got) {
