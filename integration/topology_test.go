@@ -337,3 +337,48 @@ func TestDefaultTokenIsNeverReadThroughLookalikeSettings(t *testing.T) {
 		t.Fatalf("balance %d, want 0: a write landed", got)
 	}
 }
+
+// TestSavepointRollbackKeepsTheTransactionsToken: behind a transaction
+// pooler, with a database default for the settings on the server
+// connection, a transaction that set its own token and resource keeps them
+// across a failed savepoint block (Django's atomic, SQLAlchemy's
+// begin_nested): PostgreSQL restores them at ROLLBACK TO, and the proxy
+// checks its write with them, not the default. What was set after the
+// savepoint is undone, and the write after it is refused (55Z05).
+func TestSavepointRollbackKeepsTheTransactionsToken(t *testing.T) {
+	top := newTopology(t, "behind", "transaction", "transaction")
+	if err := harness.Exec(t.Context(), top.direct,
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.fencing_token = '99'",
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.resource = 'acct/1'",
+	); err != nil {
+		t.Fatal(err)
+	}
+	for mode, qm := range topologyModes {
+		c := connect(t, top.app, qm)
+		own := "own/" + mode
+		mustExec(t, c, "BEGIN")
+		mustExec(t, c, "SET LOCAL lock.fencing_token = 5")
+		mustExec(t, c, "SET LOCAL lock.resource = '"+own+"'")
+		mustExec(t, c, "UPDATE accounts SET balance = 5 WHERE id = 1")
+		mustExec(t, c, `SAVEPOINT "s1_x1"`)
+		_, err := c.Exec(t.Context(), "INSERT INTO accounts VALUES (1, 0)") // duplicate key
+		wantCode(t, err, "23505")
+		mustExec(t, c, `ROLLBACK TO SAVEPOINT "s1_x1"`)
+		mustExec(t, c, `RELEASE SAVEPOINT "s1_x1"`)
+		mustExec(t, c, "SAVEPOINT b")
+		mustExec(t, c, "RESET lock.resource")
+		mustExec(t, c, "ROLLBACK TO b")
+		mustExec(t, c, "UPDATE accounts SET balance = 6 WHERE id = 1")
+		// Set after the savepoint, undone by the rollback: the default is back.
+		mustExec(t, c, "RESET lock.resource")
+		mustExec(t, c, "SAVEPOINT c")
+		mustExec(t, c, "SET LOCAL lock.resource = '"+own+"'")
+		mustExec(t, c, "ROLLBACK TO c")
+		_, err = c.Exec(t.Context(), "UPDATE accounts SET balance = 7 WHERE id = 1")
+		wantCode(t, err, "55Z05")
+		mustExec(t, c, "ROLLBACK")
+		if m := harness.Mark(t, top.direct, "acct/1"); m != 0 {
+			t.Fatalf("%s: mark of acct/1 is %d: a check read the database default", mode, m)
+		}
+	}
+}

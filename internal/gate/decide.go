@@ -112,6 +112,12 @@ func (s *Session) analyze(sql string) analysis {
 
 // analyzeKnown is analyze with mayMatter(sql) already known.
 func (s *Session) analyzeKnown(sql string, matters bool) analysis {
+	if s.cfg.TransactionTokens && !matters {
+		// A savepoint the proxy did not see would make it take an older
+		// one of the same name for the one ROLLBACK TO goes back to (see
+		// Session.savepoints).
+		matters = containsFold(sql, "savepoint") || containsFold(sql, "release")
+	}
 	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0 && s.unit.key.covers(s.sessionKey())) {
 		// It cannot set a token, carry a directive, end the transaction or
 		// touch schema fence; and either nothing in the session is fenced,
@@ -583,13 +589,15 @@ func (s *Session) after(st *Statement) {
 		s.unit.lexing = true
 	}
 	switch {
-	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == RollbackTo, st.Kind == DiscardAll, st.Kind == NoTxnBlock:
-		// The transaction ended, or a savepoint rollback (or code the
-		// proxy cannot see) may have undone what it set. A statement that
-		// cannot run in a transaction block commits the one it runs in
-		// where the server lets it run at all (PostgreSQL 13, in an
-		// extended-protocol pipeline).
-		s.trust = 0
+	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == DiscardAll, st.Kind == NoTxnBlock:
+		// The transaction ended, or code the proxy cannot see may have
+		// changed what it set. A statement that cannot run in a
+		// transaction block commits the one it runs in where the server
+		// lets it run at all (PostgreSQL 13, in an extended-protocol
+		// pipeline).
+		s.trust, s.savepoints = 0, nil
+	case st.Kind == Savepoint, st.Kind == Release, st.Kind == RollbackTo:
+		s.savepoint(st.Kind, st.Name)
 	default:
 		s.trust = s.trust&^st.FenceReset | st.FenceLocal
 	}

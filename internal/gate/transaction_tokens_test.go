@@ -292,3 +292,95 @@ func TestCheckStartupRefusesEscapedOptions(t *testing.T) {
 		}
 	}
 }
+
+// A rollback to a savepoint brings back what the transaction had set when
+// the savepoint was taken, as PostgreSQL restores settings: a Django
+// atomic block or SQLAlchemy begin_nested() that fails inside a
+// transaction which set its token keeps it, while what was set after the
+// savepoint is undone. Whatever the proxy cannot follow (a savepoint
+// statement in a unit that failed, a name it never saw) trusts nothing.
+func TestTransactionTokensRollbackToSavepointRestoresTrust(t *testing.T) {
+	// step sends a Query and answers it with replies, ending in status.
+	type step struct {
+		query, replies string
+		status         byte
+	}
+	run := func(t *testing.T, steps []step) string {
+		t.Helper()
+		w := txnTokensWire(t, false)
+		var got string
+		for _, st := range steps {
+			got = w.send(q(st.query))
+			if st.replies != "" {
+				w.replies(st.replies, st.status)
+			}
+		}
+		return lastCheck(got)
+	}
+	prelude := []step{
+		{"BEGIN", "CZ", 'T'},
+		{"SET LOCAL lock.fencing_token = 4", "CZ", 'T'},
+		{"SET LOCAL lock.resource = 'r'", "CZ", 'T'},
+		{"UPDATE t SET v = 1", "CCZ", 'T'},
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		want  string
+	}{
+		{"set before the savepoint, statement fails, rolled back", []step{
+			{`SAVEPOINT "s1_x1"`, "CZ", 'T'},
+			{"SELECT 1/0", "EZ", 'E'},
+			{`ROLLBACK TO SAVEPOINT "s1_x1"`, "CZ", 'T'},
+			{`RELEASE SAVEPOINT "s1_x1"`, "CZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "plain"},
+		{"nested savepoints, rolled back to the outer", []step{
+			{"SAVEPOINT a", "CZ", 'T'},
+			{"SAVEPOINT b", "CZ", 'T'},
+			{"RESET lock.resource", "CZ", 'T'},
+			{"ROLLBACK TO a", "CZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "plain"},
+		{"reset after the savepoint, rolled back in the same Query", []step{
+			{"SAVEPOINT a; RESET lock.resource; ROLLBACK TO a", "CCCZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "plain"},
+		{"reset before the savepoint", []step{
+			{"RESET lock.resource; SAVEPOINT a; SET LOCAL lock.resource = 'r'; ROLLBACK TO a", "CCCCZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "guarded"},
+		{"a name used twice: the newest counts", []step{
+			{"SAVEPOINT a; RESET lock.resource; SAVEPOINT a; SET LOCAL lock.resource = 'r'; ROLLBACK TO a", "CCCCCZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "guarded"},
+		{"released, then rolled back to an older one of the name", []step{
+			{"SAVEPOINT a; RESET lock.resource; SAVEPOINT a; RELEASE a; ROLLBACK TO a", "CCCCCZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "plain"},
+		{"a name used twice, each in a Query of its own", []step{
+			{"SAVEPOINT a", "CZ", 'T'},
+			{"RESET lock.resource", "CZ", 'T'},
+			{"SAVEPOINT a", "CZ", 'T'},
+			{"SET LOCAL lock.resource = 'r'", "CZ", 'T'},
+			{"ROLLBACK TO a", "CZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "guarded"},
+		{"a savepoint statement in a unit that failed", []step{
+			{"RESET lock.resource; RELEASE x; SAVEPOINT a; SELECT 1/0", "CCCEZ", 'E'},
+			{"ROLLBACK TO a", "CZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "guarded"},
+		{"a savepoint the proxy never saw", []step{
+			{"ROLLBACK TO nowhere", "CZ", 'T'},
+			{"UPDATE t SET v = 1", "", 0},
+		}, "guarded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := run(t, append(append([]step{}, prelude...), tt.steps...)); got != tt.want {
+				t.Fatalf("check before the last UPDATE is %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
