@@ -598,6 +598,8 @@ func (s *Session) after(st *Statement) {
 		s.trust, s.savepoints = 0, nil
 	case st.Kind == Savepoint, st.Kind == Release, st.Kind == RollbackTo:
 		s.savepoint(st.Kind, st.Name)
+	case s.rerun:
+		s.trust &^= st.FenceReset
 	default:
 		s.trust = s.trust&^st.FenceReset | st.FenceLocal
 	}

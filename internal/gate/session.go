@@ -76,6 +76,13 @@ type unitState struct {
 	// savepoints: the unit sent a SAVEPOINT, RELEASE or ROLLBACK TO (see
 	// Session.savepoints).
 	savepoints bool
+	// bound: the portals bound in this unit and not executed since. A
+	// portal runs its statement at its first Execute only; executed again
+	// it sets nothing, so what it would set for the transaction counts at
+	// that Execute alone (see Session.rerun). Across units the server may
+	// have skipped the Bind (after an error) and kept an older portal of
+	// the name.
+	bound map[string]bool
 }
 
 // Session is the fencing state machine of one client connection. It sees
@@ -107,6 +114,10 @@ type Session struct {
 	skipping   bool // the server is skipping every message up to the client's Sync, after an error
 	probeIdle  bool // a probe answered inside a transaction block: probe again once it ends
 	probesOut  int  // probes sent and not yet answered
+	// rerun: the statement being decided runs from a portal that may have
+	// run before (see unitState.bound): it sets nothing for the
+	// transaction the proxy may trust.
+	rerun bool
 	// byName: the statement being decided runs from a name SQL can
 	// redefine (see Session.replaceable); set only around decide.
 	byName    bool

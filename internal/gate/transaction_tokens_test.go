@@ -384,3 +384,59 @@ func TestTransactionTokensRollbackToSavepointRestoresTrust(t *testing.T) {
 		})
 	}
 }
+
+// A portal runs its statement once: executed again it returns no more rows
+// and sets nothing. A set_config there counts only at the first Execute
+// after its Bind in the same unit (where the server runs them in order);
+// a portal bound in an earlier unit, or executed again, grants no trust.
+func TestTransactionTokensPortalSetsOnlyAtItsFirstExecute(t *testing.T) {
+	setUp := func(t *testing.T) *wire {
+		w := txnTokensWire(t, false)
+		for _, st := range []struct{ query, replies string }{
+			{"BEGIN", "CZ"},
+			{"SET LOCAL lock.fencing_token = 4", "CZ"},
+		} {
+			w.send(q(st.query))
+			w.replies(st.replies, 'T')
+		}
+		return w
+	}
+	checkBefore := func(t *testing.T, w *wire) string {
+		w.send(parse("", "UPDATE t SET v = 1"))
+		var before []pgproto3.FrontendMessage
+		for _, m := range []Msg{bind("", ""), exec("")} {
+			before = append(before, w.s.Client(m).Before...)
+		}
+		text := extendedText(before)
+		switch {
+		case strings.Contains(text, guarded):
+			return "guarded"
+		case strings.Contains(text, "fence.check("):
+			return "plain"
+		}
+		return "none"
+	}
+	t.Run("bound and executed in one unit", func(t *testing.T) {
+		w := setUp(t)
+		w.send(parse("s", "SELECT set_config('lock.resource', 'r', true)"))
+		w.send(bind("p", "s"))
+		w.send(exec("p"))
+		if got := checkBefore(t, w); got != "plain" {
+			t.Fatalf("check before the UPDATE is %s, want plain", got)
+		}
+	})
+	t.Run("executed again after a RESET", func(t *testing.T) {
+		w := setUp(t)
+		w.send(parse("s", "SELECT set_config('lock.resource', 'r', true)"))
+		w.send(bind("p", "s"))
+		w.send(exec("p"))
+		w.send(syncMsg())
+		w.replies("13123C32DCZ", 'T') // the set_config, a check before its Bind
+		w.send(q("RESET lock.resource"))
+		w.replies("CZ", 'T')
+		w.send(exec("p"))
+		if got := checkBefore(t, w); got != "guarded" {
+			t.Fatalf("check before the UPDATE is %s, want guarded", got)
+		}
+	})
+}
