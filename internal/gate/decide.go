@@ -112,11 +112,8 @@ func (s *Session) analyze(sql string) analysis {
 
 // analyzeKnown is analyze with mayMatter(sql) already known.
 func (s *Session) analyzeKnown(sql string, matters bool) analysis {
-	if s.cfg.TransactionTokens && !matters {
-		// A savepoint the proxy did not see would make it take an older
-		// one of the same name for the one ROLLBACK TO goes back to (see
-		// Session.savepoints).
-		matters = containsFold(sql, "savepoint") || containsFold(sql, "release")
+	if !matters && s.unit.checked && s.fencingPossible() {
+		matters = mayMatterInChecked(sql)
 	}
 	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0 && s.unit.key.covers(s.sessionKey())) {
 		// It cannot set a token, carry a directive, end the transaction or
@@ -562,11 +559,14 @@ func (s *Session) after(st *Statement) {
 		s.unit.aborted = false // it may have rolled back to a savepoint
 	}
 	switch st.Kind {
-	case Commit, Rollback, RollbackTo, DiscardAll:
+	case Commit, Rollback, RollbackTo, DiscardAll, NoTxnBlock:
 		// The transaction ended, or a savepoint rollback may have undone the
-		// advance: the next statement checks again. It may also revert a
-		// SET LOCAL of standard_conforming_strings or client_encoding: the
-		// next text waits for the server's ParameterStatus.
+		// advance: the next statement checks again. (A statement that
+		// cannot run in a transaction block commits the one it runs in
+		// where the server lets it run at all: in an extended-protocol
+		// pipeline, on servers without PostgreSQL's pipeline check.) It may also revert a SET LOCAL of
+		// standard_conforming_strings or client_encoding: the next text
+		// waits for the server's ParameterStatus.
 		s.unit.checked = false
 		s.unit.lexing = true
 	}
@@ -593,8 +593,8 @@ func (s *Session) after(st *Statement) {
 		// The transaction ended, or code the proxy cannot see may have
 		// changed what it set. A statement that cannot run in a
 		// transaction block commits the one it runs in where the server
-		// lets it run at all (PostgreSQL 13, in an extended-protocol
-		// pipeline).
+		// lets it run at all (in an extended-protocol pipeline, on servers
+		// without PostgreSQL's pipeline check).
 		s.trust, s.savepoints = 0, nil
 	case st.Kind == Savepoint, st.Kind == Release, st.Kind == RollbackTo:
 		s.savepoint(st.Kind, st.Name)

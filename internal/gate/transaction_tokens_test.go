@@ -248,8 +248,9 @@ func TestTransactionTokensGuardTheRecalledStatementsSessionCheck(t *testing.T) {
 }
 
 // A statement that cannot run in a transaction block commits the
-// transaction it runs in where the server lets it run (PostgreSQL 13 in an
-// extended-protocol pipeline): what the transaction set is gone after it.
+// transaction it runs in where the server lets it run (in an
+// extended-protocol pipeline, on servers without PostgreSQL's pipeline
+// check): what the transaction set is gone after it.
 func TestTransactionTokensTrustEndsAtAStatementThatCommits(t *testing.T) {
 	w := txnTokensWire(t, false)
 	for _, sql := range []string{"SET LOCAL lock.fencing_token = 4", "SET LOCAL lock.resource = 'r'", "VACUUM"} {
@@ -439,4 +440,27 @@ func TestTransactionTokensPortalSetsOnlyAtItsFirstExecute(t *testing.T) {
 			t.Fatalf("check before the UPDATE is %s, want guarded", got)
 		}
 	})
+}
+
+// Where the server lets a statement that cannot run in a transaction block
+// run in an extended-protocol pipeline (servers without PostgreSQL's
+// pipeline check), it commits the
+// implicit transaction the pipeline's earlier statements ran in: a check
+// before them does not cover a write after it, in either token scope.
+func TestCheckDoesNotOutliveAStatementThatCommits(t *testing.T) {
+	for _, cfg := range []*Config{{}, {TransactionTokens: true}} {
+		w := newWire(t, cfg, true)
+		var before []pgproto3.FrontendMessage
+		for i, sql := range []string{"UPDATE t SET v = 1", "VACUUM", "UPDATE t SET v = 2"} {
+			w.send(parse("", sql))
+			for _, m := range []Msg{bind("", ""), exec("")} {
+				if d := w.s.Client(m); i == 2 {
+					before = append(before, d.Before...)
+				}
+			}
+		}
+		if !strings.Contains(extendedText(before), "fence.check(") {
+			t.Errorf("TransactionTokens %v: the UPDATE after VACUUM runs unchecked", cfg.TransactionTokens)
+		}
+	}
 }
