@@ -278,3 +278,107 @@ func TestTokenLeftOnPooledConnectionIsNeverRead(t *testing.T) {
 	c := connect(t, top.app, pgx.QueryExecModeSimpleProtocol)
 	mustExec(t, c, "/* fencing_token=5 resource=acct/1 */ UPDATE accounts SET balance = 5 WHERE id = 1")
 }
+
+// TestDefaultTokenIsNeverReadThroughLookalikeSettings: behind a
+// transaction-mode pooler, with a database default for lock.fencing_token
+// and lock.resource (99 for acct/1) on every server connection, a
+// transaction whose own settings the server does not apply to the real ones
+// never gets a check that reads the default: a name with a Kelvin sign or a
+// long s (another setting for PostgreSQL), a set_config that LIMIT 0 never
+// evaluates, a NULL value (a reset to the default), another schema's
+// set_config. Nor does the second check of a statement recalled after code
+// the proxy could not see. Each is refused (55Z05) and the mark of acct/1
+// stays untouched.
+func TestDefaultTokenIsNeverReadThroughLookalikeSettings(t *testing.T) {
+	top := newTopology(t, "behind", "transaction", "transaction")
+	if err := harness.Exec(t.Context(), top.direct,
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.fencing_token = '99'",
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.resource = 'acct/1'",
+		"CREATE SCHEMA app",
+		"CREATE FUNCTION app.set_config(text, text, boolean) RETURNS text LANGUAGE sql AS 'SELECT $2'",
+	); err != nil {
+		t.Fatal(err)
+	}
+	sets := map[string][]string{
+		"Kelvin sign": {`SET LOCAL "loc` + "\u212A" + `.fencing_token" = 5`, "SET LOCAL lock.resource = 'own'"},
+		"long s":      {"SET LOCAL lock.fencing_token = 5", "SELECT set_config('lock.re\u017Fource', 'own', true)"},
+		"LIMIT 0":     {"SELECT set_config('lock.fencing_token', '5', true), set_config('lock.resource', 'own', true) LIMIT 0"},
+		"NULL value":  {"SET LOCAL lock.fencing_token = 5", "SELECT set_config('lock.resource', NULL, true)"},
+		"app schema":  {"SELECT app.set_config('lock.fencing_token', '5', true), app.set_config('lock.resource', 'own', true)"},
+	}
+	for mode, qm := range topologyModes {
+		c := connect(t, top.app, qm)
+		for name, stmts := range sets {
+			tx, err := c.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range append(stmts, "UPDATE accounts SET balance = 5 WHERE id = 1") {
+				if _, err = tx.Exec(t.Context(), q); err != nil {
+					break
+				}
+			}
+			if e := wantCode(t, err, "55Z05"); e == nil {
+				t.Errorf("%s %s: not refused", mode, name)
+			}
+			tx.Rollback(t.Context())
+		}
+	}
+	c := connect(t, top.app, pgx.QueryExecModeSimpleProtocol)
+	mustExec(t, c, "PREPARE p AS /* fencing_token=5 resource=own */ UPDATE accounts SET balance = 5 WHERE id = 1")
+	// Code the proxy cannot see (checked with its own comment's token).
+	mustExec(t, c, "/* fencing_token=5 resource=own */ DO $$BEGIN END$$")
+	_, err := c.Exec(t.Context(), "EXECUTE p")
+	wantCode(t, err, "55Z05")
+	if m := harness.Mark(t, top.direct, "acct/1"); m != 0 {
+		t.Fatalf("mark of acct/1 is %d: a check read the database default", m)
+	}
+	if got := top.balance(t); got != 0 {
+		t.Fatalf("balance %d, want 0: a write landed", got)
+	}
+}
+
+// TestSavepointRollbackKeepsTheTransactionsToken: behind a transaction
+// pooler, with a database default for the settings on the server
+// connection, a transaction that set its own token and resource keeps them
+// across a failed savepoint block (Django's atomic, SQLAlchemy's
+// begin_nested): PostgreSQL restores them at ROLLBACK TO, and the proxy
+// checks its write with them, not the default. What was set after the
+// savepoint is undone, and the write after it is refused (55Z05).
+func TestSavepointRollbackKeepsTheTransactionsToken(t *testing.T) {
+	top := newTopology(t, "behind", "transaction", "transaction")
+	if err := harness.Exec(t.Context(), top.direct,
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.fencing_token = '99'",
+		"ALTER DATABASE "+pgx.Identifier{top.db}.Sanitize()+" SET lock.resource = 'acct/1'",
+	); err != nil {
+		t.Fatal(err)
+	}
+	for mode, qm := range topologyModes {
+		c := connect(t, top.app, qm)
+		own := "own/" + mode
+		mustExec(t, c, "BEGIN")
+		mustExec(t, c, "SET LOCAL lock.fencing_token = 5")
+		mustExec(t, c, "SET LOCAL lock.resource = '"+own+"'")
+		mustExec(t, c, "UPDATE accounts SET balance = 5 WHERE id = 1")
+		mustExec(t, c, `SAVEPOINT "s1_x1"`)
+		_, err := c.Exec(t.Context(), "INSERT INTO accounts VALUES (1, 0)") // duplicate key
+		wantCode(t, err, "23505")
+		mustExec(t, c, `ROLLBACK TO SAVEPOINT "s1_x1"`)
+		mustExec(t, c, `RELEASE SAVEPOINT "s1_x1"`)
+		mustExec(t, c, "SAVEPOINT b")
+		mustExec(t, c, "RESET lock.resource")
+		mustExec(t, c, "ROLLBACK TO b")
+		mustExec(t, c, "UPDATE accounts SET balance = 6 WHERE id = 1")
+		// Set after the savepoint, undone by the rollback: the default is back.
+		mustExec(t, c, "RESET lock.resource")
+		mustExec(t, c, "SAVEPOINT c")
+		mustExec(t, c, "SET LOCAL lock.resource = '"+own+"'")
+		mustExec(t, c, "ROLLBACK TO c")
+		_, err = c.Exec(t.Context(), "UPDATE accounts SET balance = 7 WHERE id = 1")
+		wantCode(t, err, "55Z05")
+		mustExec(t, c, "ROLLBACK")
+		if m := harness.Mark(t, top.direct, "acct/1"); m != 0 {
+			t.Fatalf("%s: mark of acct/1 is %d: a check read the database default", mode, m)
+		}
+	}
+}

@@ -553,14 +553,39 @@ const (
 )
 
 // fenceBit returns the bit of a fencing setting's name, 0 for other names.
+// Names compare as PostgreSQL compares them (guc_name_compare): ignoring
+// the case of ASCII letters only. strings.EqualFold would also take the
+// Kelvin sign for 'k' and the long s for 's', and grant trust in the real
+// setting for a SET LOCAL of a placeholder the server keeps apart.
 func fenceBit(name string) uint8 {
 	switch {
-	case strings.EqualFold(name, settingToken):
+	case equalFoldASCII(name, settingToken):
 		return fenceToken
-	case strings.EqualFold(name, settingResource):
+	case equalFoldASCII(name, settingResource):
 		return fenceResource
 	}
 	return 0
+}
+
+// equalFoldASCII reports whether a and b are equal ignoring the case of
+// ASCII letters.
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // fenceScoped reports whether every change n makes to the fencing settings
@@ -594,26 +619,66 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 }
 
 // localSetConfigs returns the fencing settings set by sel when sel is a
-// SELECT of nothing but set_config(name, value, is_local) calls, each with
-// a constant name and a constant true is_local (set for the current
-// transaction only), and ok false for any other statement.
+// SELECT of nothing but set_config(name, value, is_local) calls of
+// PostgreSQL's set_config (unqualified or pg_catalog.set_config), each
+// with a constant name, a value that is a non-null constant or a
+// parameter, and a constant true is_local (set for the current transaction
+// only), evaluated once (no LIMIT, OFFSET or FETCH, which may evaluate
+// none) and with no other clause (ORDER BY, DISTINCT ON and WINDOW hold
+// expressions of their own, which this does not read); and ok false for
+// any other statement. A value computed by other
+// code could itself set a setting for the session; a NULL value resets the
+// setting to the session's default, which the transaction did not set.
 func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, ok bool) {
 	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
-		len(sel.TargetList) == 0 || len(sel.ValuesLists) > 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil {
+		len(sel.TargetList) == 0 || len(sel.ValuesLists) > 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil ||
+		sel.LimitCount != nil || sel.LimitOffset != nil ||
+		len(sel.SortClause) > 0 || len(sel.DistinctClause) > 0 || len(sel.WindowClause) > 0 || len(sel.LockingClause) > 0 || sel.IntoClause != nil {
 		return 0, false
 	}
 	for _, t := range sel.TargetList {
 		fc := t.GetResTarget().GetVal().GetFuncCall()
-		if fc == nil || !strings.EqualFold(lastName(fc.Funcname), "set_config") || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil {
+		if fc == nil || !isCatalogFunc(fc.Funcname, "set_config") || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil ||
+			fc.AggStar || fc.FuncVariadic || len(fc.AggOrder) > 0 {
 			return 0, false
 		}
 		name, okName := constString(fc.Args[0])
-		if !okName || !constTrue(fc.Args[2]) {
+		if !okName || !plainValue(fc.Args[1]) || !constTrue(fc.Args[2]) {
 			return 0, false
 		}
 		bits |= fenceBit(name)
 	}
 	return bits, true
+}
+
+// isCatalogFunc reports whether names is the unqualified or
+// pg_catalog-qualified name fn (a function's, or a type's).
+func isCatalogFunc(names []*pg_query.Node, fn string) bool {
+	switch len(names) {
+	case 1:
+		return equalFoldASCII(lastName(names), fn)
+	case 2:
+		return names[0].GetString_().GetSval() == "pg_catalog" && equalFoldASCII(lastName(names), fn)
+	}
+	return false
+}
+
+// plainValue reports whether n is a non-null constant or a parameter,
+// possibly cast to PostgreSQL's text: nothing that runs code (a cast to
+// another type may call a function of the user's).
+func plainValue(n *pg_query.Node) bool {
+	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
+		t := tc.GetTypeName()
+		if !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
+			return false
+		}
+		n = tc.Arg
+	}
+	if n.GetParamRef() != nil {
+		return true
+	}
+	c := n.GetAConst()
+	return c != nil && !c.Isnull
 }
 
 // constTrue reports whether n is a constant that reads as boolean true:

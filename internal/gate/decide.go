@@ -177,6 +177,9 @@ func (s *Session) analyze(sql string) analysis {
 
 // analyzeKnown is analyze with mayMatter(sql) already known.
 func (s *Session) analyzeKnown(sql string, matters bool) analysis {
+	if !matters && s.unit.checked && s.fencingPossible() {
+		matters = mayMatterInChecked(sql)
+	}
 	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0 && s.unit.key.covers(s.sessionKey())) {
 		// It cannot set a token, carry a directive, end the transaction or
 		// touch schema fence; and either nothing in the session is fenced,
@@ -409,27 +412,30 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.configTextUnsure(args, extra) {
 		return raiseR(refConfigEncoding)
 	}
-	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(dir)}
+	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(append([]hwm.CheckArgs{args}, extra...))}
 }
 
 // guardBits returns, under Config.TransactionTokens, the fencing settings
-// a check with directives dir would read although the current transaction
-// did not set them: a value there was left on the server connection by
-// someone, maybe another client, so the check refuses when one is set
-// (hwm.AppendGuardedCall). A directive's token or resource is read
-// instead of the setting's.
-func (s *Session) guardBits(dir Directives) uint8 {
+// the checks would read although the current transaction did not set them:
+// a value there was left on the server connection by someone, maybe
+// another client, so the first check refuses when one is set
+// (hwm.AppendGuardedCall), for all of them. A check's own token or
+// resource (a directive's, a table's forced one) is read instead of the
+// setting's.
+func (s *Session) guardBits(checks []hwm.CheckArgs) uint8 {
 	if !s.cfg.TransactionTokens {
 		return 0
 	}
 	var g uint8
-	if dir.Token == 0 && s.trust&fenceToken == 0 {
-		g |= fenceToken
+	for _, c := range checks {
+		if c.Token == "" {
+			g |= fenceToken
+		}
+		if c.Resource == "" {
+			g |= fenceResource
+		}
 	}
-	if dir.Resource == "" && s.trust&fenceResource == 0 {
-		g |= fenceResource
-	}
-	return g
+	return g &^ s.trust
 }
 
 // replaceable reports whether run, which st runs, comes from a name that
@@ -621,11 +627,14 @@ func (s *Session) after(st *Statement) {
 		s.unit.aborted = false // it may have rolled back to a savepoint
 	}
 	switch st.Kind {
-	case Commit, Rollback, RollbackTo, DiscardAll:
+	case Commit, Rollback, RollbackTo, DiscardAll, NoTxnBlock:
 		// The transaction ended, or a savepoint rollback may have undone the
-		// advance: the next statement checks again. It may also revert a
-		// SET LOCAL of standard_conforming_strings or client_encoding: the
-		// next text waits for the server's ParameterStatus.
+		// advance: the next statement checks again. (A statement that
+		// cannot run in a transaction block commits the one it runs in
+		// where the server lets it run at all: in an extended-protocol
+		// pipeline, on servers without PostgreSQL's pipeline check.) It may also revert a SET LOCAL of
+		// standard_conforming_strings or client_encoding: the next text
+		// waits for the server's ParameterStatus.
 		s.unit.checked = false
 		s.unit.lexing = true
 	}
@@ -648,10 +657,17 @@ func (s *Session) after(st *Statement) {
 		s.unit.lexing = true
 	}
 	switch {
-	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == RollbackTo, st.Kind == DiscardAll:
-		// The transaction ended, or a savepoint rollback (or code the
-		// proxy cannot see) may have undone what it set.
-		s.trust = 0
+	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == DiscardAll, st.Kind == NoTxnBlock:
+		// The transaction ended, or code the proxy cannot see may have
+		// changed what it set. A statement that cannot run in a
+		// transaction block commits the one it runs in where the server
+		// lets it run at all (in an extended-protocol pipeline, on servers
+		// without PostgreSQL's pipeline check).
+		s.trust, s.savepoints = 0, nil
+	case st.Kind == Savepoint, st.Kind == Release, st.Kind == RollbackTo:
+		s.savepoint(st.Kind, st.Name)
+	case s.rerun:
+		s.trust &^= st.FenceReset
 	default:
 		s.trust = s.trust&^st.FenceReset | st.FenceLocal
 	}

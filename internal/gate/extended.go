@@ -62,6 +62,10 @@ func (s *Session) bind(portal, stmt string) Decision {
 	op := regOp{key: regKey{portal: true, name: portal}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotBind, ops: []regOp{op}})
+	if s.unit.bound == nil {
+		s.unit.bound = map[string]bool{}
+	}
+	s.unit.bound[portal] = true
 	return Decision{Before: before}
 }
 
@@ -166,6 +170,9 @@ func (s *Session) execute(portal string) Decision {
 	if an.wait || an.a != nil && s.mustWait(an.a) {
 		return Decision{Wait: true}
 	}
+	s.rerun = !s.unit.bound[portal]
+	delete(s.unit.bound, portal)
+	defer func() { s.rerun = false }()
 	var before []pgproto3.FrontendMessage
 	var ops []regOp
 	switch {

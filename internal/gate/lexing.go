@@ -95,9 +95,29 @@ var startWords = [...]string{"set", "do", "call", "end"}
 // It is one pass over the text: at each byte, only the words that start
 // with it (in either case) are compared. It runs on every statement of a
 // session that may be fenced, so it must stay cheap.
-func mayMatter(sql string) bool {
+func mayMatter(sql string) bool { return hasWordOf(&matterWords, sql) }
+
+// mayMatterInChecked reports whether a text that mayMatter passes may still
+// matter in a transaction that has passed its check: it may take or
+// release a savepoint, which ROLLBACK TO goes back to (see
+// Session.savepoints), or be a statement that cannot run in a transaction
+// block (the words of noTxnWords), which commits the transaction it runs in
+// where the server lets it run at all (see Session.after). One pass, as
+// mayMatter.
+func mayMatterInChecked(sql string) bool { return hasWordOf(&checkedWords, sql) }
+
+// checkedWords indexes the words of mayMatterInChecked.
+var checkedWords = func() (idx wordIndex) {
+	for _, w := range append([]string{"savepoint", "release"}, noTxnWords[:]...) {
+		idx.add(w, false)
+	}
+	return idx
+}()
+
+// hasWordOf reports whether sql holds a word of idx, in any ASCII case.
+func hasWordOf(idx *wordIndex, sql string) bool {
 	for i := 0; i < len(sql); i++ {
-		for _, w := range matterWords[sql[i]] {
+		for _, w := range idx[sql[i]] {
 			if hasFoldAt(sql, i, w.word) && (!w.start || isStartWordAt(sql, i, len(w.word))) {
 				return true
 			}
@@ -112,21 +132,24 @@ type matterWord struct {
 	start bool
 }
 
-// matterWords indexes anywhereWords and startWords by their first byte, in
-// lower and upper case.
-var matterWords = func() (idx [256][]matterWord) {
-	add := func(w string, start bool) {
-		c := w[0]
-		idx[c] = append(idx[c], matterWord{w, start})
-		if c >= 'a' && c <= 'z' {
-			idx[c-'a'+'A'] = append(idx[c-'a'+'A'], matterWord{w, start})
-		}
+// wordIndex holds words by their first byte, in lower and upper case.
+type wordIndex [256][]matterWord
+
+func (idx *wordIndex) add(w string, start bool) {
+	c := w[0]
+	idx[c] = append(idx[c], matterWord{w, start})
+	if c >= 'a' && c <= 'z' {
+		idx[c-'a'+'A'] = append(idx[c-'a'+'A'], matterWord{w, start})
 	}
+}
+
+// matterWords indexes anywhereWords and startWords.
+var matterWords = func() (idx wordIndex) {
 	for _, w := range anywhereWords {
-		add(w, false)
+		idx.add(w, false)
 	}
 	for _, w := range startWords {
-		add(w, true)
+		idx.add(w, true)
 	}
 	return idx
 }()

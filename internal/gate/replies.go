@@ -257,9 +257,14 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	}
 	s.txChecked = status == 'T' && u.endsChecked
 	s.txKey = u.key
-	s.txTrust = 0
-	if status == 'T' {
-		s.txTrust = u.trust
+	s.txTrust, s.txSavepoints = 0, nil
+	switch {
+	case status == 'T':
+		s.txTrust, s.txSavepoints = u.trust, u.savepoints
+	case status == 'E' && !u.savepointsRan:
+		// The block failed in a unit that changed no savepoint: those
+		// taken before stand as they were.
+		s.txSavepoints = u.savepoints
 	}
 	return v
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
@@ -72,6 +73,16 @@ type unitState struct {
 	ran    bool
 	lexing bool // the unit may change how the server lexes text
 	copyIn bool // the unit may leave the server in COPY-in mode: nothing may follow it
+	// savepoints: the unit sent a SAVEPOINT, RELEASE or ROLLBACK TO (see
+	// Session.savepoints).
+	savepoints bool
+	// bound: the portals bound in this unit and not executed since. A
+	// portal runs its statement at its first Execute only; executed again
+	// it sets nothing, so what it would set for the transaction counts at
+	// that Execute alone (see Session.rerun). Across units the server may
+	// have skipped the Bind (after an error) and kept an older portal of
+	// the name.
+	bound map[string]bool
 }
 
 // Session is the fencing state machine of one client connection. It sees
@@ -103,6 +114,10 @@ type Session struct {
 	skipping   bool // the server is skipping every message up to the client's Sync, after an error
 	probeIdle  bool // a probe answered inside a transaction block: probe again once it ends
 	probesOut  int  // probes sent and not yet answered
+	// rerun: the statement being decided runs from a portal that may have
+	// run before (see unitState.bound): it sets nothing for the
+	// transaction the proxy may trust.
+	rerun bool
 	// byName: the statement being decided runs from a name SQL can
 	// redefine (see Session.replaceable); set only around decide.
 	byName    bool
@@ -118,6 +133,11 @@ type Session struct {
 	// at the end of the last unit sent (a unit begun before it is
 	// answered waits, rather than guess whether its block is still open).
 	trust, txTrust, lastTrust uint8
+	// savepoints and txSavepoints: the savepoints of the open block, each
+	// with the trust when it was taken, which ROLLBACK TO brings back (the
+	// server restores the settings as they were then): predicted in the
+	// unit being sent, and confirmed by the server's last answer.
+	savepoints, txSavepoints []savepointTrust
 
 	// COPY … FROM STDIN (see copy.go). copyActive: the server answered
 	// CopyInResponse and the client has sent no CopyDone or CopyFail
@@ -298,9 +318,40 @@ func (s *Session) beginUnit() {
 		s.unit.checked, s.unit.key = true, s.txKey
 	}
 	s.unit.aborted = settled && s.lastReady == 'E'
-	s.trust = 0
+	s.trust, s.savepoints = 0, nil
 	if settled && s.lastReady == 'T' {
 		s.trust = s.txTrust
+	}
+	if settled && s.lastReady != 'I' {
+		// Also in an aborted block, where ROLLBACK TO is how it recovers.
+		s.savepoints = slices.Clone(s.txSavepoints)
+	}
+}
+
+// savepointTrust is a savepoint and the trust when it was taken.
+type savepointTrust struct {
+	name  string
+	trust uint8
+}
+
+// savepoint applies a SAVEPOINT, RELEASE or ROLLBACK TO of name to the
+// predicted trust: a name the proxy does not know (the server refuses it,
+// or the proxy lost track) trusts nothing.
+func (s *Session) savepoint(kind Kind, name string) {
+	s.unit.savepoints = true
+	i := len(s.savepoints) - 1
+	for i >= 0 && s.savepoints[i].name != name {
+		i--
+	}
+	switch {
+	case kind == Savepoint:
+		s.savepoints = append(s.savepoints, savepointTrust{name: name, trust: s.trust})
+	case i < 0:
+		s.trust, s.savepoints = 0, nil
+	case kind == Release:
+		s.savepoints = s.savepoints[:i]
+	case kind == RollbackTo:
+		s.trust, s.savepoints = s.savepoints[i].trust, s.savepoints[:i+1]
 	}
 }
 
@@ -310,6 +361,7 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 	sl.ends = true
 	sl.endsChecked, sl.key, sl.lexing = s.unit.checked, s.unit.key, s.unit.lexing
 	sl.trust, s.lastTrust = s.trust, s.trust
+	sl.savepoints, sl.savepointsRan = s.savepoints, s.unit.savepoints
 	if sl.lexing {
 		s.lexPending++
 	}

@@ -49,9 +49,14 @@ type slot struct {
 	ends        bool
 	endsChecked bool
 	key         checkKey
-	trust       uint8  // the fencing settings the unit's transaction set (Session.trust)
-	lexing      bool   // the unit may change standard_conforming_strings or client_encoding
-	gen         uint64 // probe: Session.maybeGen when the probe was sent
+	trust       uint8 // the fencing settings the unit's transaction set (Session.trust)
+	// savepoints: Session.savepoints at the unit's end; savepointsRan: the
+	// unit sent a savepoint statement (after an error the server skipped
+	// some of it, and which is not known).
+	savepoints    []savepointTrust
+	savepointsRan bool
+	lexing        bool   // the unit may change standard_conforming_strings or client_encoding
+	gen           uint64 // probe: Session.maybeGen when the probe was sent
 
 	// For a pre-check Query (see Session.precheck): whether it failed.
 	precheck bool
