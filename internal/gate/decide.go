@@ -167,6 +167,7 @@ func (s *Session) decide(st, run *Statement) action {
 	if a.kind == actCheck {
 		s.unit.checked = true
 		s.unit.key = keyOf(a.args, a.extra)
+		s.lastCheck = a.args
 	}
 	switch {
 	case run == nil && (st.Registry == RegExecute || st.Registry == RegFetch):
