@@ -15,8 +15,6 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 const serveUsage = `Usage: fenceproxy serve [--config FILE] [--listen ADDR] [--upstream ADDR]
@@ -131,8 +129,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Logger:          log,
 		Fencing:         fencingConfig(cfg),
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	pcfg.Metrics = reg
 	certs, err := tlsSettings(cfg, &pcfg)
 	if err != nil {
