@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
@@ -23,9 +24,12 @@ Runs the PostgreSQL wire-protocol proxy. Point your application's DSN at the
 listen address; database, user and password pass through to the upstream.
 
 Settings come from, weakest first: defaults, the YAML file given by --config,
-the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags. Fencing
-policy (default_resource, resources, reads, admin_dsn), TLS, limits and
-timeouts live in the file; see the README's configuration reference.
+the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM,
+FENCEPROXY_METRICS_LISTEN, FENCEPROXY_LOG_LEVEL, FENCEPROXY_LOG_FORMAT, and
+the secrets FENCEPROXY_ADMIN_DSN, FENCEPROXY_ADMIN_TOKEN), then flags. Fencing
+policy (default_resource, resources, reads, admin_dsn or admin_dsn_file), TLS,
+limits, timeouts and logs (log_level, log_format) live in the file; see the
+README's configuration reference and docs/operations-reference.md.
 
 SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
 finish within shutdown_timeout, exit 0. SIGHUP: re-read tls_cert and tls_key.
@@ -70,6 +74,12 @@ func loadConfig(path string, getenv func(string) string, flags map[string]string
 		}
 	}
 	cfg.ApplyEnv(getenv)
+	if err := cfg.LoadSecrets(os.ReadFile); err != nil {
+		return cfg, err
+	}
+	if v, ok := flags["log-level"]; ok {
+		cfg.LogLevel = v
+	}
 	if v, ok := flags["listen"]; ok {
 		cfg.Listen = v
 	}
@@ -88,7 +98,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.String("listen", config.Default().Listen, "`address` clients connect to")
 	fs.String("upstream", config.Default().Upstream, "PostgreSQL server `address`")
 	fs.String("metrics-listen", "", "`address` of the HTTP server for /metrics, /healthz and /readyz (default: none)")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.String("log-level", "info", "log level: debug, info, warn, error (default: log_level, FENCEPROXY_LOG_LEVEL)")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
@@ -101,11 +111,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logStart(log, *cfgPath)
 
 	if cfg.AdminDSN != "" {
 		verifyStore(ctx, cfg.AdminDSN, log)
@@ -127,6 +137,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		GoroutineRelay:  cfg.Relay == "goroutines",
 		Logger:          log,
+		RefusalLogRate:  cfg.RefusalLogRate,
+		RefusalLogBurst: cfg.RefusalLogBurst,
 		Fencing:         fencingConfig(cfg),
 	}
 	reg := newRegistry()
@@ -209,12 +221,15 @@ func verifyStore(ctx context.Context, dsn string, log *slog.Logger) {
 // warnTLS logs, at start-up, what TLS to the upstream means for clients
 // (README, "TLS"): PostgreSQL's hostssl/hostnossl rules judge the proxy's
 // connection, not the client's; and SCRAM over TLS on both legs needs
-// channel_binding=disable.
+// channel_binding=disable. The default, upstream_tls: prefer, is
+// opportunistic and says nothing: the default config starts without a
+// warning, and docs/operations-reference.md gives the advice.
 func warnTLS(log *slog.Logger, clientTLS string, pcfg pgwire.Config) {
 	if pcfg.UpstreamTLS == pgwire.UpstreamTLSDisable || pcfg.UpstreamTLS == "" {
 		return
 	}
-	if clientTLS != "require" {
+	explicit := pcfg.UpstreamTLS == pgwire.UpstreamTLSRequire || pcfg.UpstreamTLS == pgwire.UpstreamTLSVerifyFull
+	if explicit && clientTLS != "require" {
 		log.Warn("upstream_tls is on but client_tls is not require: PostgreSQL's pg_hba.conf hostssl/hostnossl rules see the proxy's TLS connection, "+
 			"so a plaintext client is admitted where they would refuse it; set client_tls: require (see the README)",
 			"client_tls", clientTLS, "upstream_tls", string(pcfg.UpstreamTLS))
