@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // TestDefaultConfigStartsQuietly: serve on the default settings (only the
@@ -118,4 +120,39 @@ func serveLines(t *testing.T, env []string, args ...string) []string {
 	<-done
 	cmd.Wait()
 	return lines
+}
+
+// TestSecondSignalExitsAtOnce: SIGTERM starts a graceful shutdown that
+// waits for a session's open transaction (shutdown_timeout 60s); a second
+// SIGTERM ends the process at once with status 143 (128 + SIGTERM).
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	e, cmd, logs := serveWithConfig(t, "shutdown_timeout: 60s\n")
+	busy := readyConn(t, e, "busy")
+	if st := rawQuery(t, pgproto3.NewFrontend(busy, busy), "BEGIN"); st != 'T' {
+		t.Fatalf("status %q after BEGIN, want T", st)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "fenceproxy shutting down") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shutdown after SIGTERM:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+			t.Fatalf("after the second SIGTERM: %v, want exit status 143\n%s", err, logs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10s after the second SIGTERM (shutdown_timeout is 60s)\n%s", logs.String())
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("exit took %v after the second SIGTERM, want at once", d)
+	}
 }

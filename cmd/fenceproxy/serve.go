@@ -32,7 +32,9 @@ limits, timeouts and logs (log_level, log_format) live in the file; see the
 README's configuration reference and docs/operations-reference.md.
 
 SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
-finish within shutdown_timeout, exit 0. SIGHUP: re-read tls_cert and tls_key.
+finish within shutdown_timeout, exit 0. A second SIGTERM or SIGINT during
+that exits at once, with status 128 + the signal (143, 130). SIGHUP: re-read
+tls_cert and tls_key.
 
 Flags:
 `
@@ -170,6 +172,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	case <-ctx.Done():
 	}
+	stopSig := exitOnSecondSignal(log, os.Exit)
+	defer stopSig()
 	log.Info("fenceproxy shutting down", "shutdown_timeout", cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
