@@ -24,10 +24,12 @@ import (
 //	          reached lately (a session's connect, or a TCP connect of the
 //	          probe's own at most every 10s); 503 with the reason otherwise
 //	          (shutting down, upstream unreachable)
+//	/admin/...  the admin view (admin.go), loopback clients only unless
+//	          adminToken is set
 //	/debug/pprof/  Go's profiler, only when pprof is true
 //
 // The returned function stops the server.
-func serveHTTP(addr string, pprof bool, reg *prometheus.Registry, srv *pgwire.Server, upstream string, log *slog.Logger) (func(), error) {
+func serveHTTP(addr string, pprof bool, reg *prometheus.Registry, srv *pgwire.Server, upstream, adminToken string, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics_listen: %w", err)
@@ -45,6 +47,7 @@ func serveHTTP(addr string, pprof bool, reg *prometheus.Registry, srv *pgwire.Se
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	handleAdmin(mux, srv, adminToken, log)
 	if pprof {
 		handlePprof(mux)
 	}

@@ -20,7 +20,7 @@ func TestPprofOnlyWhenConfigured(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		addr := freeAddr(t)
 		srv := pgwire.NewServer(pgwire.Config{Upstream: "127.0.0.1:1"})
-		stop, err := serveHTTP(addr, on, prometheus.NewRegistry(), srv, "127.0.0.1:1", slog.New(slog.DiscardHandler))
+		stop, err := serveHTTP(addr, on, prometheus.NewRegistry(), srv, "127.0.0.1:1", "", slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestReadyzServed(t *testing.T) {
 	for upstream, want := range map[string]int{up.Addr().String(): 200, "127.0.0.1:1": 503} {
 		addr := freeAddr(t)
 		srv := pgwire.NewServer(pgwire.Config{Upstream: upstream})
-		stop, err := serveHTTP(addr, false, prometheus.NewRegistry(), srv, upstream, slog.New(slog.DiscardHandler))
+		stop, err := serveHTTP(addr, false, prometheus.NewRegistry(), srv, upstream, "", slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -155,7 +155,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer stopHup()
 	srv := pgwire.NewServer(pcfg)
 	if cfg.MetricsListen != "" {
-		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, log)
+		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, cfg.AdminToken, log)
 		if err != nil {
 			ln.Close()
 			return err
