@@ -190,11 +190,7 @@ func (s *session) checkSending(d gate.Decision) {
 	if len(d.Before) == 0 && d.Replace == nil {
 		return
 	}
-	s.checkMu.Lock()
-	if s.checkSent.IsZero() {
-		s.checkSent = time.Now()
-	}
-	s.checkMu.Unlock()
+	s.checkSent.CompareAndSwap(0, time.Now().UnixNano())
 }
 
 // checkReplied observes a check's added latency when v answers one.
@@ -202,20 +198,17 @@ func (s *session) checkReplied(v gate.Verdict) {
 	if !v.Check {
 		return
 	}
-	s.checkMu.Lock()
-	sent := s.checkSent
-	s.checkSent = time.Time{}
-	s.checkMu.Unlock()
-	if !sent.IsZero() {
-		s.srv.metrics.checkSeconds.Observe(time.Since(sent).Seconds())
+	if sent := s.checkSent.Swap(0); sent != 0 {
+		s.srv.metrics.checkSeconds.Observe(time.Since(time.Unix(0, sent)).Seconds())
 	}
 }
 
 // checkIdle forgets a check start with no reply (a refusal raised instead,
-// a unit that failed before its check): called at ReadyForQuery, so that it
-// cannot be taken for a later check's start.
+// a unit that failed before its check): called at a ReadyForQuery that
+// settles everything sent, so that it cannot be taken for a later check's
+// start. One atomic load when there is none.
 func (s *session) checkIdle() {
-	s.checkMu.Lock()
-	s.checkSent = time.Time{}
-	s.checkMu.Unlock()
+	if s.checkSent.Load() != 0 {
+		s.checkSent.Store(0)
+	}
 }

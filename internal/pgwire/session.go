@@ -75,8 +75,7 @@ type session struct {
 
 	info sessionInfo // for the admin view (admin.go)
 
-	checkMu   sync.Mutex
-	checkSent time.Time // when the check awaiting its reply went upstream (metrics.go)
+	checkSent atomic.Int64 // unix ns when the check awaiting its reply went upstream, 0: none (metrics.go)
 
 	// Shutdown state. draining is set by Server.Shutdown (or at creation
 	// during one); proxying once the pumps run; inflight counts the Query,
