@@ -152,3 +152,28 @@ func seriesValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 	t.Fatalf("no series %s%v", name, labels)
 	return 0
 }
+
+// TestCheckAndConnectLatencyExported: each fenced statement (simple and
+// extended protocol) is one observation of the check's added latency, and
+// each session one of the upstream connect time; unfenced statements add
+// none.
+func TestCheckAndConnectLatencyExported(t *testing.T) {
+	e, _, reg := opsEnv(t, nil, 100)
+	simple := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+	extended := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	mustExec(t, simple, "SELECT 1")
+	mustExec(t, extended, "SELECT 1")
+	if n := seriesValue(t, reg, "fenceproxy_fence_check_duration_seconds", nil); n != 0 {
+		t.Errorf("unfenced statements observed %v checks", n)
+	}
+	mustExec(t, simple, "/* fencing_token=5 resource=acct/1 */ UPDATE accounts SET balance = 1")
+	mustExec(t, extended, "/* fencing_token=6 resource=acct/1 */ UPDATE accounts SET balance = 2")
+	_, err := simple.Exec(t.Context(), "/* fencing_token=4 resource=acct/1 */ UPDATE accounts SET balance = 3")
+	wantCode(t, err, "55Z01")
+	if n := seriesValue(t, reg, "fenceproxy_fence_check_duration_seconds", nil); n != 3 {
+		t.Errorf("check latency observations: %v, want 3 (two passed, one refused)", n)
+	}
+	if n := seriesValue(t, reg, "fenceproxy_upstream_connect_duration_seconds", nil); n != 2 {
+		t.Errorf("upstream connect observations: %v, want 2", n)
+	}
+}
