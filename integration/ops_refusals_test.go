@@ -10,6 +10,8 @@ import (
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/guard"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -175,5 +177,30 @@ func TestCheckAndConnectLatencyExported(t *testing.T) {
 	}
 	if n := seriesValue(t, reg, "fenceproxy_upstream_connect_duration_seconds", nil); n != 2 {
 		t.Errorf("upstream connect observations: %v, want 2", n)
+	}
+}
+
+// TestGuardRefusalIsLogged: a write the text check cannot see (through a
+// view) refused by the database guard's trigger with 55Z02 is logged like
+// the proxy's own refusals, naming the resource.
+func TestGuardRefusalIsLogged(t *testing.T) {
+	e, logs, reg := opsEnv(t, &gate.Config{Tables: map[gate.TableRef]gate.Protection{
+		{Schema: "public", Name: "jobs"}: {Resource: "jobs", RequireToken: true},
+	}}, 100)
+	harnessExec(t, e.direct(), "CREATE TABLE jobs (id int PRIMARY KEY, v int)", "CREATE VIEW jobs_v AS SELECT * FROM jobs")
+	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
+	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: admin},
+		[]guard.Entry{{Schema: "public", Name: "jobs", Resource: "jobs", Where: "test"}}, guard.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, e.viaProxy()+"&application_name=sneaky", pgx.QueryExecModeExec)
+	_, err := conn.Exec(t.Context(), "INSERT INTO jobs_v VALUES (1, 1)")
+	wantCode(t, err, "55Z02")
+	lines := logLines(t, logs, "fencing refused a statement")
+	if len(lines) != 1 || lines[0]["sqlstate"] != "55Z02" || lines[0]["resource"] != "jobs" || lines[0]["application_name"] != "sneaky" {
+		t.Fatalf("refusal lines: %v, want one 55Z02 for resource jobs from sneaky\n%s", lines, logs.String())
+	}
+	if got := seriesValue(t, reg, "fenceproxy_fence_refusals_total", map[string]string{"sqlstate": "55Z02"}); got != 1 {
+		t.Errorf("55Z02 refusals counted: %v, want 1", got)
 	}
 }

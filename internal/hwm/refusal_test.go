@@ -13,6 +13,8 @@ func TestRefusalFields(t *testing.T) {
 		{`invalid fencing token "abc": must be a positive 64-bit integer`, Refusal{Token: "abc"}},
 		{`fencing token 7 has no resource: set lock.resource, add resource= to the comment, map the table in the config, or set default_resource`, Refusal{Token: "7"}},
 		{`fencing token 99 for resource "r" is above the token ceiling 50`, Refusal{Resource: "r", Token: "99"}},
+		{`fencing token required: UPDATE on public.jobs refused: the table is protected by resource "jobs" and this transaction has not passed a fence check for it`, Refusal{Resource: "jobs"}},
+		{`fencing token required: ALTER TABLE on protected table public.jobs refused: this transaction has not passed a fence check for resource "jobs"`, Refusal{Resource: "jobs"}},
 		{`relation "x" does not exist`, Refusal{}},
 	} {
 		if got := RefusalFields(c.msg); got != c.want {

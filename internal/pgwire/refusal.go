@@ -97,7 +97,8 @@ func (s *Server) reportSuppressed(ctx context.Context, interval time.Duration) {
 }
 
 // refused records a refusal the client gets instead of an injected
-// statement's reply (gate.Replace): counts it, notes it in the session's
+// statement's reply (gate.Replace), or a fencing error of the database
+// guard on the client's own statement (guardRefusal): counts it, notes it in the session's
 // and the server's admin view, and logs it within the rate limit. Called by
 // the upstream reader.
 func (s *session) refused(e *pgproto3.ErrorResponse) {
@@ -123,6 +124,14 @@ func (s *session) refused(e *pgproto3.ErrorResponse) {
 	who := s.info.identity()
 	s.log.Warn("fencing refused a statement", "sqlstate", e.Code, "resource", f.Resource, "token", f.Token, "mark", f.Mark,
 		"user", who.user, "database", who.database, "application_name", who.appName, "message", e.Message)
+}
+
+// guardRefusal reports whether code, in an error the server raised for a
+// client's own statement, is a fencing refusal: the database guard's
+// triggers (fenceproxy protect) raise 55Z02 and 55Z01, the marks' own
+// trigger 55Z04.
+func guardRefusal(code string) bool {
+	return len(code) == 5 && code[:3] == "55Z"
 }
 
 // firstOf returns the first non-empty string of vs.

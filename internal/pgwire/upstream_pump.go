@@ -156,6 +156,9 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 	if v.Check && v.Act != gate.Replace {
 		s.checkReplied(v)
 	}
+	if v.Act == gate.Forward && r.Error != nil && guardRefusal(r.Error.Code) {
+		s.refused(r.Error) // the database guard's, on the client's own statement
+	}
 	switch v.Act {
 	case gate.Fail:
 		return false, &replyError{"unmatched server reply: " + v.Reason}
