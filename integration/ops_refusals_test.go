@@ -11,8 +11,8 @@ import (
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 )
