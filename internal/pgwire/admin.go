@@ -90,7 +90,7 @@ type identity struct{ user, database, appName string }
 func (i *sessionInfo) setStartup(params map[string]string) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.user, i.database, i.appName = params["user"], params["database"], params["application_name"]
+	i.user, i.database, i.appName = clip(params["user"]), clip(params["database"]), clip(params["application_name"])
 	if i.database == "" {
 		i.database = i.user // PostgreSQL's default
 	}
@@ -98,7 +98,7 @@ func (i *sessionInfo) setStartup(params map[string]string) {
 
 func (i *sessionInfo) setAppName(v string) {
 	i.mu.Lock()
-	i.appName = v
+	i.appName = clip(v)
 	i.mu.Unlock()
 }
 
@@ -161,7 +161,7 @@ func (s *session) snapshot(now time.Time) SessionInfo {
 	}
 	s.info.mu.Unlock()
 	if c, ok := s.lastCheck(); ok {
-		out.LastCheck = &CheckInfo{Token: c.Token, Resource: c.Resource, TableResource: c.TableResource, DefaultResource: c.DefaultResource}
+		out.LastCheck = &CheckInfo{Token: clip(c.Token), Resource: clip(c.Resource), TableResource: c.TableResource, DefaultResource: c.DefaultResource}
 	}
 	return out
 }
@@ -319,10 +319,10 @@ func (s *Server) Resources() []ResourceInfo {
 		if !ok {
 			continue
 		}
-		if name := firstOf(c.Resource, c.TableResource, c.DefaultResource); name != "" {
+		if name := clip(firstOf(c.Resource, c.TableResource, c.DefaultResource)); name != "" {
 			r := get(name)
 			r.Sessions++
-			r.LastToken = maxToken(r.LastToken, c.Token)
+			r.LastToken = maxToken(r.LastToken, clip(c.Token))
 		}
 	}
 	out := make([]ResourceInfo, 0, len(byName))

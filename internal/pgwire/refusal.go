@@ -3,6 +3,7 @@ package pgwire
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,7 +113,10 @@ func (s *session) refused(e *pgproto3.ErrorResponse) {
 			f.Token = firstOf(f.Token, c.Token)
 		}
 	}
-	r := refusalNote{Code: e.Code, Refusal: f, Message: e.Message, At: time.Now()}
+	// Names and messages come from clients: clipped, so that a long one
+	// cannot make every line, and the admin view's memory, long.
+	f = hwm.Refusal{Resource: clip(f.Resource), Token: clip(f.Token), Mark: clip(f.Mark)}
+	r := refusalNote{Code: e.Code, Refusal: f, Message: clip(e.Message), At: time.Now()}
 	s.info.setRefusal(r)
 	s.srv.resources.refused(r)
 	ok, suppressed := s.srv.refusals.allow()
@@ -122,8 +126,21 @@ func (s *session) refused(e *pgproto3.ErrorResponse) {
 	}
 	logSuppressed(s.srv.log, suppressed)
 	who := s.info.identity()
-	s.log.Warn("fencing refused a statement", "sqlstate", e.Code, "resource", f.Resource, "token", f.Token, "mark", f.Mark,
-		"user", who.user, "database", who.database, "application_name", who.appName, "message", e.Message)
+	s.log.Warn("fencing refused a statement", "sqlstate", clip(e.Code), "resource", f.Resource, "token", f.Token, "mark", f.Mark,
+		"user", who.user, "database", who.database, "application_name", who.appName, "message", r.Message)
+}
+
+// maxLogValue bounds each client-supplied value in a refusal line and in
+// the admin view.
+const maxLogValue = 256
+
+// clip shortens v to maxLogValue bytes, marking the cut with "…" and
+// never splitting a UTF-8 sequence.
+func clip(v string) string {
+	if len(v) <= maxLogValue {
+		return v
+	}
+	return strings.ToValidUTF8(v[:maxLogValue], "") + "…"
 }
 
 // guardRefusal reports whether code, in an error the server raised for a

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestRefusalLimiterBucket: the bucket lets burst lines through, then one
@@ -56,5 +57,20 @@ func TestSuppressedLinesReported(t *testing.T) {
 	srv.reportSuppressed(ctx, time.Hour)
 	if buf.Len() != 0 {
 		t.Fatalf("report with nothing suppressed: %q", buf.String())
+	}
+}
+
+// TestClipBoundsClientValues: a client's long resource name or message is
+// cut to maxLogValue bytes (plus the mark), on a UTF-8 boundary.
+func TestClipBoundsClientValues(t *testing.T) {
+	long := strings.Repeat("é", 1000) // 2 bytes each: 256 falls on a boundary, 255 would not
+	for _, v := range []string{long, "x" + long} {
+		got := clip(v)
+		if len(got) > maxLogValue+len("…") || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) {
+			t.Errorf("clip(%d bytes) = %d bytes, valid UTF-8 %v", len(v), len(got), utf8.ValidString(got))
+		}
+	}
+	if clip("orders/42") != "orders/42" {
+		t.Error("a short value was changed")
 	}
 }
