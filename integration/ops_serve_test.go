@@ -24,7 +24,11 @@ func TestDefaultConfigStartsQuietly(t *testing.T) {
 	pg := harness.Postgres(t)
 	cfg := filepath.Join(t.TempDir(), "fenceproxy.yaml")
 	writeFile(t, cfg, "listen: 127.0.0.1:0\nupstream: "+pg.Addr()+"\n")
-	_, _, logs := startServe(t, nil, "--config", cfg)
+	_, cmd, logs := startServe(t, nil, "--config", cfg)
+	// Everything it logs before it stops: start-up warnings may follow the
+	// listening line.
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitExit(t, cmd, logs, 10*time.Second)
 	out := logs.String()
 	if strings.Contains(out, "level=WARN") {
 		t.Errorf("the default config logs a warning:\n%s", out)
