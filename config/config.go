@@ -42,8 +42,32 @@ type Config struct {
 	// (docs/topologies.md).
 	TokenScope string `yaml:"token_scope"`
 	// AdminDSN, when set, lets the proxy verify the fence store at start-up
-	// and log what is missing. The proxy never installs it.
+	// and log what is missing. The proxy never installs it. It may hold a
+	// password: it can come from FENCEPROXY_ADMIN_DSN or from the file
+	// AdminDSNFile instead of this file.
 	AdminDSN string `yaml:"admin_dsn"`
+	// AdminDSNFile names a file whose content (surrounding blank space
+	// removed) is admin_dsn; not both. Read by LoadSecrets.
+	AdminDSNFile string `yaml:"admin_dsn_file"`
+	// AdminToken, when set, lets clients other than loopback ones use the
+	// admin view on metrics_listen (/admin/...) with the header
+	// "Authorization: Bearer TOKEN". Empty: only loopback clients may.
+	// From FENCEPROXY_ADMIN_TOKEN or AdminTokenFile too.
+	AdminToken string `yaml:"admin_token"`
+	// AdminTokenFile names a file whose content is admin_token; not both.
+	AdminTokenFile string `yaml:"admin_token_file"`
+
+	// LogLevel is debug, info (default), warn or error.
+	LogLevel string `yaml:"log_level"`
+	// LogFormat is text (default: log/slog's key=value lines) or json (one
+	// JSON object a line).
+	LogFormat string `yaml:"log_format"`
+	// RefusalLogRate and RefusalLogBurst bound the lines logged for
+	// refused statements, all sessions together: a token bucket of
+	// RefusalLogBurst lines (default 100) refilled at RefusalLogRate lines
+	// a second (default 10). Lines beyond it are counted and reported.
+	RefusalLogRate  float64 `yaml:"refusal_log_rate"`
+	RefusalLogBurst int     `yaml:"refusal_log_burst"`
 	// MetricsListen is the address of the HTTP server for /metrics
 	// (Prometheus), /healthz and /readyz. Empty: no HTTP server.
 	MetricsListen string `yaml:"metrics_listen"`
@@ -123,6 +147,11 @@ func Default() Config {
 
 		GuardVerify: "warn",
 
+		LogLevel:        "info",
+		LogFormat:       "text",
+		RefusalLogRate:  10,
+		RefusalLogBurst: 100,
+
 		ClientTLS:   "allow",
 		UpstreamTLS: "prefer",
 
@@ -139,6 +168,10 @@ var Env = map[string]string{
 	"listen":         "FENCEPROXY_LISTEN",
 	"upstream":       "FENCEPROXY_UPSTREAM",
 	"metrics_listen": "FENCEPROXY_METRICS_LISTEN",
+	"log_level":      "FENCEPROXY_LOG_LEVEL",
+	"log_format":     "FENCEPROXY_LOG_FORMAT",
+	"admin_dsn":      "FENCEPROXY_ADMIN_DSN",
+	"admin_token":    "FENCEPROXY_ADMIN_TOKEN",
 }
 
 // Load reads the YAML file at path over c. Keys absent from the file keep
@@ -188,16 +221,50 @@ func (c *Config) Parse(name string, data []byte) error {
 
 // ApplyEnv overrides c with the FENCEPROXY_* variables that getenv returns
 // non-empty.
+// A secret from the environment replaces the file's, and its _file key.
 func (c *Config) ApplyEnv(getenv func(string) string) {
-	if v := getenv(Env["listen"]); v != "" {
-		c.Listen = v
+	for key, dst := range map[string]*string{
+		"listen": &c.Listen, "upstream": &c.Upstream, "metrics_listen": &c.MetricsListen,
+		"log_level": &c.LogLevel, "log_format": &c.LogFormat,
+	} {
+		if v := getenv(Env[key]); v != "" {
+			*dst = v
+		}
 	}
-	if v := getenv(Env["upstream"]); v != "" {
-		c.Upstream = v
+	if v := getenv(Env["admin_dsn"]); v != "" {
+		c.AdminDSN, c.AdminDSNFile = v, ""
 	}
-	if v := getenv(Env["metrics_listen"]); v != "" {
-		c.MetricsListen = v
+	if v := getenv(Env["admin_token"]); v != "" {
+		c.AdminToken, c.AdminTokenFile = v, ""
 	}
+}
+
+// LoadSecrets reads admin_dsn_file and admin_token_file, when set, with
+// readFile (os.ReadFile), into AdminDSN and AdminToken. Setting a key and
+// its _file both is an error. Call it after ApplyEnv.
+func (c *Config) LoadSecrets(readFile func(string) ([]byte, error)) error {
+	for _, s := range []struct {
+		key         string
+		value, from *string
+	}{
+		{"admin_dsn", &c.AdminDSN, &c.AdminDSNFile},
+		{"admin_token", &c.AdminToken, &c.AdminTokenFile},
+	} {
+		if *s.from == "" {
+			continue
+		}
+		if *s.value != "" {
+			return fmt.Errorf("config: %s and %s_file: set one, not both", s.key, s.key)
+		}
+		data, err := readFile(*s.from)
+		if err != nil {
+			return fmt.Errorf("config: %s_file: %w", s.key, err)
+		}
+		if *s.value = strings.TrimSpace(string(data)); *s.value == "" {
+			return fmt.Errorf("config: %s_file: %s is empty", s.key, *s.from)
+		}
+	}
+	return nil
 }
 
 // Validate reports the first setting that cannot work.
@@ -229,6 +296,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateLimits(); err != nil {
+		return err
+	}
+	if err := c.validateLogs(); err != nil {
 		return err
 	}
 	if c.GuardVerify != "warn" && c.GuardVerify != "strict" {
@@ -305,6 +375,21 @@ func (c *Config) validateLimits() error {
 		if d.v <= 0 {
 			return fmt.Errorf("config: %s: %s, want a positive duration such as \"10s\"", d.key, d.v)
 		}
+	}
+	return nil
+}
+
+func (c *Config) validateLogs() error {
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("config: log_level: %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("config: log_format: %q is neither \"text\" nor \"json\"", c.LogFormat)
+	}
+	if c.RefusalLogRate <= 0 || c.RefusalLogBurst < 1 {
+		return fmt.Errorf("config: refusal_log_rate and refusal_log_burst: %v and %d, want a positive rate and a burst of at least 1", c.RefusalLogRate, c.RefusalLogBurst)
 	}
 	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -16,8 +16,6 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 const serveUsage = `Usage: fenceproxy serve [--config FILE] [--listen ADDR] [--upstream ADDR]
@@ -26,12 +24,17 @@ Runs the PostgreSQL wire-protocol proxy. Point your application's DSN at the
 listen address; database, user and password pass through to the upstream.
 
 Settings come from, weakest first: defaults, the YAML file given by --config,
-the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM), then flags. Fencing
-policy (default_resource, resources, reads, admin_dsn), TLS, limits and
-timeouts live in the file; see docs/configuration.md.
+the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM,
+FENCEPROXY_METRICS_LISTEN, FENCEPROXY_LOG_LEVEL, FENCEPROXY_LOG_FORMAT, and
+the secrets FENCEPROXY_ADMIN_DSN, FENCEPROXY_ADMIN_TOKEN), then flags. Fencing
+policy (default_resource, resources, reads, admin_dsn or admin_dsn_file), TLS,
+limits, timeouts and logs (log_level, log_format) live in the file; see the
+docs/configuration.md and docs/operations.md.
 
 SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
-finish within shutdown_timeout, exit 0. SIGHUP: re-read tls_cert and tls_key.
+finish within shutdown_timeout, exit 0. A second SIGTERM or SIGINT during
+that exits at once, with status 128 + the signal (143, 130). SIGHUP: re-read
+tls_cert and tls_key.
 
 Flags:
 `
@@ -54,6 +57,12 @@ func loadConfig(path string, getenv func(string) string, flags map[string]string
 		}
 	}
 	cfg.ApplyEnv(getenv)
+	if err := cfg.LoadSecrets(os.ReadFile); err != nil {
+		return cfg, err
+	}
+	if v, ok := flags["log-level"]; ok {
+		cfg.LogLevel = v
+	}
 	if v, ok := flags["listen"]; ok {
 		cfg.Listen = v
 	}
@@ -72,7 +81,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.String("listen", config.Default().Listen, "`address` clients connect to")
 	fs.String("upstream", config.Default().Upstream, "PostgreSQL server `address`")
 	fs.String("metrics-listen", "", "`address` of the HTTP server for /metrics, /healthz and /readyz (default: none)")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.String("log-level", "info", "log level: debug, info, warn, error (default: log_level, FENCEPROXY_LOG_LEVEL)")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
@@ -88,11 +97,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logStart(log, *cfgPath)
 
 	if cfg.AdminDSN != "" {
 		verifyStore(ctx, cfg.AdminDSN, log)
@@ -114,10 +123,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		GoroutineRelay:  cfg.Relay == "goroutines",
 		Logger:          log,
+		RefusalLogRate:  cfg.RefusalLogRate,
+		RefusalLogBurst: cfg.RefusalLogBurst,
 		Fencing:         fencingConfig(cfg),
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	pcfg.Metrics = reg
 	certs, err := tlsSettings(cfg, &pcfg)
 	if err != nil {
@@ -129,7 +139,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer stopHup()
 	srv := pgwire.NewServer(pcfg)
 	if cfg.MetricsListen != "" {
-		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, log)
+		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, cfg.AdminToken, log)
 		if err != nil {
 			ln.Close()
 			return err
@@ -146,6 +156,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	case <-ctx.Done():
 	}
+	stopSig := exitOnSecondSignal(log, os.Exit)
+	defer stopSig()
 	log.Info("fenceproxy shutting down", "shutdown_timeout", cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
@@ -198,12 +210,15 @@ func verifyStore(ctx context.Context, dsn string, log *slog.Logger) {
 // warnTLS logs, at start-up, what TLS to the upstream means for clients
 // (docs/security.md, "TLS and authentication"): PostgreSQL's hostssl/hostnossl rules judge the proxy's
 // connection, not the client's; and SCRAM over TLS on both legs needs
-// channel_binding=disable.
+// channel_binding=disable. The default, upstream_tls: prefer, is
+// opportunistic and says nothing: the default config starts without a
+// warning, and docs/operations.md gives the advice.
 func warnTLS(log *slog.Logger, clientTLS string, pcfg pgwire.Config) {
 	if pcfg.UpstreamTLS == pgwire.UpstreamTLSDisable || pcfg.UpstreamTLS == "" {
 		return
 	}
-	if clientTLS != "require" {
+	explicit := pcfg.UpstreamTLS == pgwire.UpstreamTLSRequire || pcfg.UpstreamTLS == pgwire.UpstreamTLSVerifyFull
+	if explicit && clientTLS != "require" {
 		log.Warn("upstream_tls is on but client_tls is not require: PostgreSQL's pg_hba.conf hostssl/hostnossl rules see the proxy's TLS connection, "+
 			"so a plaintext client is admitted where they would refuse it; set client_tls: require (see docs/security.md)",
 			"client_tls", clientTLS, "upstream_tls", string(pcfg.UpstreamTLS))

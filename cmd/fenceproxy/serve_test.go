@@ -67,7 +67,8 @@ func TestWarnTLS(t *testing.T) {
 		upstream  pgwire.UpstreamTLS
 		want      bool
 	}{
-		{"allow", pgwire.UpstreamTLSPrefer, true},
+		{"allow", pgwire.UpstreamTLSPrefer, false}, // the default starts quiet; the advice is in the docs
+		{"allow", pgwire.UpstreamTLSRequire, true},
 		{"disable", pgwire.UpstreamTLSVerifyFull, true},
 		{"require", pgwire.UpstreamTLSPrefer, false},
 		{"allow", pgwire.UpstreamTLSDisable, false},

@@ -32,9 +32,27 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return err
 	}
-	bi, _ := debug.ReadBuildInfo()
-	fmt.Fprint(stdout, readBuild(version, commit, bi))
+	fmt.Fprint(stdout, currentBuild())
 	return nil
+}
+
+// currentBuild is this binary's build: what make release stamped, and its
+// build info.
+func currentBuild() build {
+	bi, _ := debug.ReadBuildInfo()
+	return readBuild(version, commit, bi)
+}
+
+// commitLabel is the commit as a metric label or log field: the revision,
+// "-dirty" after it for uncommitted changes, "unknown" when not recorded.
+func (b build) commitLabel() string {
+	switch {
+	case b.Commit == "":
+		return "unknown"
+	case b.Modified:
+		return b.Commit + "-dirty"
+	}
+	return b.Commit
 }
 
 // build is what `fenceproxy version` reports.

@@ -101,7 +101,7 @@ var (
 		detail:  "The proxy runs with token_scope: transaction, for a transaction-mode pooler beside it: a value set for the session would stay on a server connection that other clients get next.",
 		hint:    "Set it inside the transaction with SET LOCAL (or set_config(name, value, true)), or carry it in a /* fencing_token=N resource=R */ comment.",
 	}
-	refusalSessionRead = hwm.Refusal{
+	refusalSessionRead = hwm.Raise{
 		Code:    codeSessionToken,
 		Message: "fenceproxy: lock.fencing_token or lock.resource is set on this server connection, but not by this transaction",
 		Detail:  "The proxy runs with token_scope: transaction, for a transaction-mode pooler beside it: a value this transaction did not set (at session level, by a role or database default, or by code the proxy cannot see) may be another client's, so the check refuses to read it.",
@@ -147,11 +147,11 @@ func (r *refusal) append(dst []byte) []byte {
 	if r.detail == "" && r.hint == "" {
 		return hwm.AppendRaise(dst, r.code, r.message)
 	}
-	return hwm.AppendRefusal(dst, r.hwm())
+	return hwm.AppendRaiseStatement(dst, r.hwm())
 }
 
-func (r *refusal) hwm() hwm.Refusal {
-	return hwm.Refusal{Code: r.code, Message: r.message, Detail: r.detail, Hint: r.hint}
+func (r *refusal) hwm() hwm.Raise {
+	return hwm.Raise{Code: r.code, Message: r.message, Detail: r.detail, Hint: r.hint}
 }
 
 // analysis is the outcome of looking at a text before deciding.
@@ -264,6 +264,7 @@ func (s *Session) decide(st, run *Statement) action {
 	if a.kind == actCheck {
 		s.unit.checked = true
 		s.unit.key = keyOf(a.args, a.extra)
+		s.lastCheck = a.args
 	}
 	switch {
 	case run == nil && (st.Registry == RegExecute || st.Registry == RegFetch):

@@ -39,6 +39,10 @@ type Verdict struct {
 	Act    Act
 	Error  *pgproto3.ErrorResponse // Replace: what the client sees instead
 	Reason string                  // Fail: why
+	// Check: the reply answers an injected fence check (its
+	// CommandComplete, or its error). pgwire times the check by it; the
+	// reply itself is hidden or, for an error, replaced.
+	Check bool
 }
 
 // Server takes one server reply and says what the client sees of it.
@@ -74,7 +78,7 @@ func (s *Session) Server(r Reply) Verdict {
 		return fail("%q in reply to message kind %d", r.Type, h.kind)
 	}
 	h.replied = true
-	v := Verdict{}
+	v := Verdict{Check: r.Type == 'C' && h.isCheck()}
 	if h.isInjected() || h.probe {
 		v.Act = Hide
 	}
@@ -206,7 +210,7 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	c.Where, c.InternalQuery, c.InternalPosition, c.Position = "", "", 0, 0
 	c.SchemaName, c.TableName, c.ColumnName, c.DataTypeName, c.ConstraintName = "", "", "", "", ""
 	c.File, c.Line, c.Routine = "", 0, ""
-	return Verdict{Act: Replace, Error: &c}
+	return Verdict{Act: Replace, Error: &c, Check: check}
 }
 
 // readyForQuery ends the unit at the head of the queue with the server's

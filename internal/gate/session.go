@@ -108,6 +108,8 @@ type Session struct {
 	slots    slotQueue
 	settings settings
 
+	lastCheck hwm.CheckArgs // what the last check decided carried (LastCheck)
+
 	lexPending int  // units in flight that may change lexing settings
 	extOpen    bool // extended-protocol messages sent since the last Sync
 	probeDue   bool // a probe waits for the next boundary both sides agree on
@@ -458,3 +460,10 @@ func (s *Session) injected(sl slot, name, sql string, params [][]byte, closeP bo
 
 // reserved reports whether a client-chosen name is one of the proxy's.
 func reserved(name string) bool { return strings.HasPrefix(name, reservedPrefix) }
+
+// LastCheck returns the arguments of the last fence check the session
+// decided to put in front of a statement: the comment's token and resource
+// (empty when the setting supplies them, which the server evaluates), the
+// table's resource and the default. Zero before the first check. For an
+// operator's view of the session; fencing never depends on it.
+func (s *Session) LastCheck() hwm.CheckArgs { return s.lastCheck }

@@ -114,7 +114,7 @@ func AppendRaise(dst []byte, sqlstate, message string) []byte {
 // non-empty value, and otherwise does nothing. The proxy sends it, as a Query
 // of its own, before a statement that cannot run inside a transaction block,
 // so that a token set in the session refuses it as a comment token would.
-func AppendRaiseIfToken(dst []byte, r Refusal) []byte {
+func AppendRaiseIfToken(dst []byte, r Raise) []byte {
 	body := make([]byte, 0, len(r.Message)+len(r.Detail)+len(r.Hint)+200)
 	body = append(body, "BEGIN IF pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) '' THEN "...)
 	body = appendRaiseBody(body, r)
@@ -141,13 +141,13 @@ func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 // able to put another "<>" in its place.
 const ProbeStatement = "SELECT WHERE pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) ''"
 
-// Refusal is an error the proxy has the server raise: a SQLSTATE, a short
+// Raise is an error the proxy has the server raise: a SQLSTATE, a short
 // message, and the detail and hint PostgreSQL's own errors carry.
-type Refusal struct{ Code, Message, Detail, Hint string }
+type Raise struct{ Code, Message, Detail, Hint string }
 
-// AppendRefusal appends a statement that raises r, as AppendRaise does,
+// AppendRaiseStatement appends a statement that raises r, as AppendRaise does,
 // with r's detail and hint (each left out when empty).
-func AppendRefusal(dst []byte, r Refusal) []byte {
+func AppendRaiseStatement(dst []byte, r Raise) []byte {
 	body := appendRaiseBody([]byte("BEGIN "), r)
 	dst = append(dst, "DO "...)
 	return appendDollarQuoted(dst, string(append(body, " END"...)), "fence")
@@ -156,7 +156,7 @@ func AppendRefusal(dst []byte, r Refusal) []byte {
 // appendRaiseBody appends the PL/pgSQL statement RAISE EXCEPTION USING … of
 // r. NUL bytes, which no statement may hold, are replaced by U+FFFD (in the
 // SQLSTATE: removed).
-func appendRaiseBody(dst []byte, r Refusal) []byte {
+func appendRaiseBody(dst []byte, r Raise) []byte {
 	clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 	dst = append(dst, "RAISE EXCEPTION USING ERRCODE = "...)
 	dst = appendLiteral(dst, strings.ReplaceAll(r.Code, "\x00", ""))
@@ -183,7 +183,7 @@ func appendRaiseBody(dst []byte, r Refusal) []byte {
 // lends one server connection to many clients). Errors of the CALL reach
 // the client as they would from the CALL alone, with PL/pgSQL's context
 // added (which the proxy removes).
-func AppendGuardedCall(dst []byte, a CheckArgs, token, resource bool, r Refusal) []byte {
+func AppendGuardedCall(dst []byte, a CheckArgs, token, resource bool, r Raise) []byte {
 	if hasNUL(a.Token) || hasNUL(a.Resource) || hasNUL(a.TableResource) || hasNUL(a.DefaultResource) {
 		return AppendLiteralCall(dst, a) // the NUL refusal
 	}

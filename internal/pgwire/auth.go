@@ -29,6 +29,7 @@ func (s *session) relayAuth() error {
 			if err := k.Decode(body); err != nil {
 				return s.authReplyMalformed(typ, err)
 			}
+			s.info.setBackendPID(k.ProcessID)
 			s.key = s.srv.cancels.register(upstreamKey{addr: s.srv.cfg.Upstream, pid: k.ProcessID, secret: k.SecretKey})
 			if err := s.writeClient(s.key); err != nil {
 				return err

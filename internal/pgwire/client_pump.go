@@ -302,6 +302,7 @@ func errHeldInCopy() *clientError {
 func (s *session) applyBefore(d gate.Decision) (own bool, err error) {
 	if len(d.Before) > 0 || d.Replace != nil || d.Drop {
 		s.srv.metrics.checks.Inc()
+		s.checkSending(d)
 	}
 	if err := s.writeMessages(d.Before); err != nil {
 		return false, err

@@ -107,16 +107,23 @@
 //
 // Keys: conn (session id), client (remote address), err, type (a client
 // message type), user and database (session ready), max_client_conns,
-// sessions (at shutdown).
+// sessions (at shutdown). A refusal ("fencing refused a statement", WARN,
+// refusal.go) adds sqlstate, resource, token, mark, user, database,
+// application_name and message, within Config.RefusalLogRate; "suppressed
+// refusal log lines" carries suppressed.
 //
 // # Metrics
 //
 // Registered with Config.Metrics (metrics.go): fenceproxy_client_connections,
-// fenceproxy_client_connections_total,
+// fenceproxy_client_connections_accepted_total,
 // fenceproxy_connection_failures_total{reason}, fenceproxy_fence_checks_total,
 // fenceproxy_fence_refusals_total{sqlstate},
+// fenceproxy_refusal_log_suppressed_total,
+// fenceproxy_fence_check_duration_seconds,
+// fenceproxy_upstream_connect_duration_seconds,
 // fenceproxy_client_sent_bytes_total, fenceproxy_upstream_sent_bytes_total,
 // fenceproxy_relayed_sessions_total{relay} and
-// fenceproxy_event_loop_leaves_total{reason}.
+// fenceproxy_event_loop_leaves_total{reason}; every known label value is
+// exported at 0 from the start. docs/operations.md has them all.
 // Label values come from fixed lists.
 package pgwire

@@ -53,6 +53,15 @@ func (s *session) stopUpstream() {
 	upstream.Close()
 }
 
+// stopError is the 57P01 error a session ended by the proxy gets: for a
+// shutdown, or by Server.Terminate.
+func (s *session) stopError() *pgproto3.ErrorResponse {
+	if s.adminKill.Load() {
+		return fatal(codeAdminShutdown, "fenceproxy: terminating connection due to administrator command")
+	}
+	return shutdownError()
+}
+
 func shutdownError() *pgproto3.ErrorResponse {
 	return fatal(codeAdminShutdown, "fenceproxy: terminating connection because the proxy is shutting down")
 }

@@ -58,6 +58,15 @@ type Config struct {
 	// keeps them unregistered.
 	Metrics prometheus.Registerer
 
+	// RefusalLogRate and RefusalLogBurst bound the "fencing refused a
+	// statement" log lines of all sessions together: a token bucket of
+	// RefusalLogBurst lines refilled at RefusalLogRate lines per second.
+	// Lines beyond it are counted (fenceproxy_refusal_log_suppressed_total)
+	// and reported every 10s in one line. Zero means
+	// DefaultRefusalLogRate and DefaultRefusalLogBurst.
+	RefusalLogRate  float64
+	RefusalLogBurst int
+
 	// GoroutineRelay relays every session with two goroutines, one per
 	// direction, instead of the event loop (Linux, plain TCP on both legs;
 	// loop_linux.go).
@@ -65,6 +74,15 @@ type Config struct {
 }
 
 func (c *Config) eventLoop() bool { return !c.GoroutineRelay }
+
+// LastUpstreamContact returns when a session last connected to the
+// upstream successfully; zero if none has.
+func (s *Server) LastUpstreamContact() time.Time {
+	if n := s.upstreamOK.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
 
 // Draining reports whether Shutdown has begun: the server accepts no more
 // clients, so a readiness probe should fail.
@@ -129,7 +147,12 @@ type Server struct {
 	fencing *gate.Config
 	metrics *metrics
 	nextID  atomic.Uint64
-	active  atomic.Int64 // sessions accepted and not yet ended
+
+	refusals  *refusalLimiter // the refusal log's rate limit
+	resources resourceTable   // resources refused, for the admin view
+
+	upstreamOK atomic.Int64 // unix nanoseconds of the last successful upstream connect
+	active     atomic.Int64 // sessions accepted and not yet ended
 
 	mu         sync.Mutex
 	sessions   map[*session]struct{}
@@ -149,6 +172,7 @@ func NewServer(cfg Config) *Server {
 		fencing = &gate.Config{Analyzer: gate.NewAnalyzer(DefaultAnalyzerCacheSize)}
 	}
 	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), fencing: fencing, metrics: newMetrics(cfg.Metrics),
+		refusals: newRefusalLimiter(cfg.RefusalLogRate, cfg.RefusalLogBurst, time.Now),
 		sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
 }
 
@@ -172,6 +196,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	rctx, stopReport := context.WithCancel(ctx)
+	reported := make(chan struct{})
+	go func() { defer close(reported); s.reportSuppressed(rctx, suppressedReportInterval) }()
+	defer func() { stopReport(); <-reported }()
 	var err error
 	for {
 		var conn net.Conn
@@ -210,6 +238,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 func (s *Server) newSession(conn net.Conn) *session {
 	sess := &session{srv: s, client: conn, id: s.nextID.Add(1), settled: make(chan struct{}, 1), closed: make(chan struct{})}
+	sess.info.started = time.Now()
 	sess.log = s.log.With("conn", sess.id, "client", conn.RemoteAddr().String())
 	s.mu.Lock()
 	s.sessions[sess] = struct{}{}

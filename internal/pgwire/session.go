@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -71,6 +72,11 @@ type session struct {
 	terminated atomic.Bool // the client sent Terminate: upstream EOF is expected
 	quiet      atomic.Bool // the upstream is being closed on purpose: report nothing
 	adminStop  atomic.Bool // the upstream was closed for shutdown: tell the client 57P01
+	adminKill  atomic.Bool // Server.Terminate ended the session: say so in the 57P01
+
+	info sessionInfo // for the admin view (admin.go)
+
+	checkSent atomic.Int64 // unix ns when the check awaiting its reply went upstream, 0: none (metrics.go)
 
 	// Shutdown state. draining is set by Server.Shutdown (or at creation
 	// during one); proxying once the pumps run; inflight counts the Query,
@@ -93,6 +99,7 @@ type gater interface {
 	Server(gate.Reply) gate.Verdict
 	Settled() bool
 	Probe() []pgproto3.FrontendMessage
+	LastCheck() hwm.CheckArgs
 }
 
 // newRelay returns a session that relays between client and upstream, two
@@ -104,6 +111,7 @@ type gater interface {
 func (srv *Server) newRelay(client, upstream net.Conn, params map[string]string) *session {
 	s := srv.newSession(client)
 	s.attach(upstream)
+	s.info.setStartup(params)
 	s.gate = gate.NewSession(srv.fencing, params)
 	return s
 }
@@ -155,6 +163,7 @@ func (s *session) run(ctx context.Context) {
 		}
 		return
 	}
+	s.info.setStartup(startup.Parameters)
 	if s.srv.cfg.RequireClientTLS && !s.clientTLSOn {
 		s.log.Info("plaintext client refused", "user", startup.Parameters["user"])
 		s.sendClient(fatal(codeInvalidAuthorization, "fenceproxy: TLS is required (client_tls: require); connect with sslmode=require or stronger"))
@@ -182,7 +191,7 @@ func (s *session) run(ctx context.Context) {
 		s.sendClient(e)
 		return
 	}
-	if err := s.connectUpstream(startup); err != nil {
+	if err := s.timedConnect(startup); err != nil {
 		s.srv.metrics.refusedConns.WithLabelValues(failUpstreamConnect).Inc()
 		s.log.Warn("upstream connect failed", "err", err)
 		s.sendClient(fatal(codeCannotConnect, "fenceproxy: cannot connect to the upstream server: "+err.Error()))
@@ -212,7 +221,7 @@ func (s *session) proxy() {
 	draining := s.draining
 	s.stateMu.Unlock()
 	if draining {
-		s.sendClient(shutdownError())
+		s.sendClient(s.stopError())
 		return
 	}
 	if s.relayInLoop() {

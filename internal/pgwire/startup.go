@@ -104,6 +104,20 @@ func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
 	return nil
 }
 
+// timedConnect is connectUpstream, timed for
+// fenceproxy_upstream_connect_duration_seconds and noted for readiness
+// (Server.LastUpstreamContact) when it succeeds.
+func (s *session) timedConnect(startup *pgproto3.StartupMessage) error {
+	start := time.Now()
+	if err := s.connectUpstream(startup); err != nil {
+		return err
+	}
+	now := time.Now()
+	s.srv.metrics.connectSeconds.Observe(now.Sub(start).Seconds())
+	s.srv.upstreamOK.Store(now.UnixNano())
+	return nil
+}
+
 // walsender reports whether the startup parameter replication, of value v,
 // asks PostgreSQL for a walsender: any value it does not read as false
 // (parse_bool; an invalid value the server refuses). The proxy refuses

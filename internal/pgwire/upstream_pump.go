@@ -39,7 +39,7 @@ func (s *session) pumpUpstream() {
 // unless the server said so itself (a FATAL error) or the end was expected.
 func (s *session) upstreamReadFailed(err error) {
 	if s.adminStop.Load() {
-		s.sendClient(shutdownError())
+		s.sendClient(s.stopError())
 		return
 	}
 	if !s.lastFatal && !s.quiet.Load() && !isClosed(err) && !s.terminated.Load() {
@@ -63,7 +63,7 @@ func (s *session) upstreamStep(typ byte, n int, relayed *byteCount) (stop bool) 
 		s.log.Info("closing session for shutdown at the end of its transaction")
 		s.adminStop.Store(true)
 		s.cw.Flush()
-		s.sendClient(shutdownError())
+		s.sendClient(s.stopError())
 		return true
 	}
 	return false
@@ -89,7 +89,7 @@ func (s *session) upstreamMessageFailed(err error) {
 		if !s.looped() {
 			s.cw.Reset(toClient(s.client)) // drop the unsent part of the message
 		}
-		s.sendClient(shutdownError())
+		s.sendClient(s.stopError())
 	}
 }
 
@@ -139,6 +139,9 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		s.stateMu.Unlock()
 	}
 	s.gateMu.Unlock()
+	if typ == 'Z' && settled {
+		s.checkIdle()
+	}
 	if settled || typ == 'G' || typ == 'W' {
 		// A CopyInResponse or CopyBothResponse wakes a held message too:
 		// see heldInCopy.
@@ -147,11 +150,21 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		default:
 		}
 	}
+	if typ == 'S' && r.Param == "application_name" {
+		s.info.setAppName(r.Value)
+	}
+	if v.Check && v.Act != gate.Replace {
+		s.checkReplied(v)
+	}
+	if v.Act == gate.Forward && r.Error != nil && guardRefusal(r.Error.Code) {
+		s.refused(r.Error) // the database guard's, on the client's own statement
+	}
 	switch v.Act {
 	case gate.Fail:
 		return false, &replyError{"unmatched server reply: " + v.Reason}
 	case gate.Replace:
-		s.srv.metrics.refusal(v.Error.Code)
+		s.checkReplied(v)
+		s.refused(v.Error)
 		return closing, s.writeClient(v.Error)
 	case gate.Hide:
 		if body == nil {
