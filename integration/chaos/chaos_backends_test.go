@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"os"
 	"slices"
 	"strings"
@@ -55,25 +54,5 @@ func contains(list, item string) bool {
 func runStoreWorkload(t *testing.T, s *Stack, bin, db string, schedule []step, dur time.Duration) (Result, Report) {
 	t.Helper()
 	args := append([]string{"-dsn", s.ProxyDSN(db), "-lock", "chaos/" + db, "-ttl", ttl.String()}, s.StoreArgs...)
-	w := StartWorkers(t, bin, t.TempDir(), workers, args...)
-	time.Sleep(time.Second) // a fault-free start: the baseline gap
-	faults := NewNemesis(t, s, w, ttl).Run(schedule, time.Now().Add(dur))
-	end := time.Now()
-	events := w.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := Check(ctx, s.DirectDSN(db), events)
-	if err != nil {
-		t.Fatalf("checker: %v", err)
-	}
-	rep := NewReport(events, faults, end)
-	if res.Violations() > 0 || os.Getenv("FENCEPROXY_CHAOS_EVENTS") == "1" {
-		dumpEvents(t, db, events, faults)
-	}
-	t.Logf("%s run, %v:\n%swrites in the database: %d, final counter %d; violations: %d lost updates, %d stale writes accepted, %d acknowledged writes missing",
-		db, dur, rep, res.Writes, res.Final, len(res.LostUpdates), len(res.StaleWrites), len(res.MissingAcks))
-	for i, f := range faults {
-		t.Logf("fault %2d at %s: %-21s %-40s longest gap after it %v", i, f.Start.Format("15:04:05.000"), f.Kind, f.Detail, rep.Gaps[i].Round(time.Millisecond))
-	}
-	return res, rep
+	return runWorkers(t, s, bin, db, args, schedule, dur)
 }

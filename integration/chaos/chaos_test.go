@@ -67,6 +67,13 @@ func runWorkload(t *testing.T, s *Stack, bin, dsn, db string, schedule []step, d
 	if os.Getenv("FENCEPROXY_CHAOS_PROTOCOL") == "extended" {
 		args = append(args, "-extended")
 	}
+	return runWorkers(t, s, bin, db, args, schedule, dur)
+}
+
+// runWorkers runs the workers with args under the schedule for dur, then
+// checks the database db and reports.
+func runWorkers(t *testing.T, s *Stack, bin, db string, args []string, schedule []step, dur time.Duration) (Result, Report) {
+	t.Helper()
 	w := StartWorkers(t, bin, t.TempDir(), workers, args...)
 	time.Sleep(time.Second) // a fault-free start: the baseline gap
 	faults := NewNemesis(t, s, w, ttl).Run(schedule, time.Now().Add(dur))
