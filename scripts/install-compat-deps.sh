@@ -47,22 +47,12 @@ else
 	missing=(python3 "${deps[@]##*:}")
 fi
 
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo "$@"
-	else
-		echo "install-compat-deps: needs root for: $*: run as root, or run it yourself" >&2
-		exit 1
-	fi
-}
+PROG=install-compat-deps
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
 
 if [ ${#missing[@]} -gt 0 ]; then
-	echo "install-compat-deps: installing Debian packages: ${missing[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	as_root apt-get update -q -o DPkg::Lock::Timeout=600
-	as_root apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+	apt_install "${missing[@]}"
 fi
 
 still=$(unimportable)

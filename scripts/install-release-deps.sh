@@ -10,21 +10,11 @@ command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-
 command -v file >/dev/null 2>&1 || missing+=(file)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo "$@"
-	else
-		echo "install-release-deps: needs root for: $*: run as root, or install ${missing[*]} yourself" >&2
-		exit 1
-	fi
-}
+PROG=install-release-deps
+# shellcheck source=scripts/apt.sh
+. "$(dirname "$0")/apt.sh"
 
-echo "install-release-deps: installing Debian packages: ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-as_root apt-get update -q -o DPkg::Lock::Timeout=600
-as_root apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+apt_install "${missing[@]}"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || {
 	echo "install-release-deps: aarch64-linux-gnu-gcc still missing after installing ${missing[*]}" >&2
 	exit 1

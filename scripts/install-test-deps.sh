@@ -46,23 +46,12 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 
-# as_root runs a command as root: directly, or through sudo.
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then
-		"$@"
-	elif command -v sudo >/dev/null 2>&1; then
-		sudo "$@"
-	else
-		echo "install-test-deps: needs root for: $*: run as root, or run it yourself" >&2
-		exit 1
-	fi
-}
+PROG=install-test-deps
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
 
 if [ ${#missing[@]} -gt 0 ]; then
-	echo "install-test-deps: installing Debian packages: ${missing[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	as_root apt-get update -q -o DPkg::Lock::Timeout=600
-	as_root apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+	apt_install "${missing[@]}"
 	for mp in "${PY_MODULES[@]}"; do
 		if ! "$PYTHON" -c "import ${mp%%=*}"; then
 			echo "install-test-deps: $PYTHON cannot import ${mp%%=*} after installing ${mp#*=}" >&2
@@ -89,10 +78,7 @@ pgxs=$("$pg_config_bin" --pgxs)
 server_h=$("$pg_config_bin" --includedir-server)/postgres.h
 if [ ! -f "$pgxs" ] || [ ! -f "$server_h" ]; then
 	major=$("$pg_config_bin" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
-	echo "install-test-deps: installing Debian package postgresql-server-dev-$major (for ext/fence_guard)" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	as_root apt-get update -q -o DPkg::Lock::Timeout=600
-	as_root apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "postgresql-server-dev-$major"
+	apt_install "postgresql-server-dev-$major" # for ext/fence_guard
 fi
 libdir=$("$pg_config_bin" --pkglibdir)
 make -s -C ext/fence_guard PG_CONFIG="$pg_config_bin"
