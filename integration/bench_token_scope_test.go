@@ -14,8 +14,8 @@ import (
 // guard of token_scope: transaction adds to a fencing check: a transaction
 // of one check (each pgbench client its own resource, so nothing
 // serializes), with the plain CALL the proxy sends where the transaction
-// set both settings itself, and with the DO block around it that it sends
-// where a setting would be read that the transaction did not set
+// set both settings itself, and with the guarded arguments it sends where a
+// setting would be read that the transaction did not set
 // (hwm.AppendGuardedCall). pgbench -M simple -c 8, 5 s runs, the two
 // alternating over b.N rounds; reports median TPS and their ratio.
 // Run with: go test -run '^$' -bench CheckGuardCost -benchtime 5x ./integration/
@@ -23,7 +23,7 @@ func BenchmarkCheckGuardCost(b *testing.B) {
 	e := newFencedEnv(b, nil)
 	args := hwm.CheckArgs{Token: "1", Resource: "bench/CLIENT", Advance: true}
 	plainSQL := string(hwm.AppendLiteralCall(nil, args))
-	guardedSQL := string(hwm.AppendGuardedCall(nil, args, true, true, hwm.Raise{Code: "55Z05", Message: "m"}))
+	guardedSQL := string(hwm.AppendGuardedCall(nil, args, true, true))
 	dir := b.TempDir()
 	script := func(name, call string) string {
 		p := filepath.Join(dir, name)

@@ -101,11 +101,11 @@ var (
 		detail:  "The proxy runs with token_scope: transaction, for a transaction-mode pooler beside it: a value set for the session would stay on a server connection that other clients get next.",
 		hint:    "Set it inside the transaction with SET LOCAL (or set_config(name, value, true)), or carry it in a /* fencing_token=N resource=R */ comment.",
 	}
-	refusalSessionRead = hwm.Raise{
-		Code:    codeSessionToken,
-		Message: "fenceproxy: lock.fencing_token or lock.resource is set on this server connection, but not by this transaction",
-		Detail:  "The proxy runs with token_scope: transaction, for a transaction-mode pooler beside it: a value this transaction did not set (at session level, by a role or database default, or by code the proxy cannot see) may be another client's, so the check refuses to read it.",
-		Hint:    "Set lock.fencing_token and lock.resource inside each transaction with SET LOCAL, in a statement of their own, or carry them in a /* fencing_token=N resource=R */ comment; RESET them where they were set for the session.",
+	refusalSessionRead = refusal{
+		code:    codeSessionToken,
+		message: "fenceproxy: lock.fencing_token or lock.resource is set on this server connection, but not by this transaction",
+		detail:  "The proxy runs with token_scope: transaction, for a transaction-mode pooler beside it: a value this transaction did not set (at session level, by a role or database default, or by code the proxy cannot see) may be another client's, so the check refuses to read it.",
+		hint:    "Set lock.fencing_token and lock.resource inside each transaction with SET LOCAL, in a statement of their own, or carry them in a /* fencing_token=N resource=R */ comment; RESET them where they were set for the session.",
 	}
 )
 
@@ -772,7 +772,7 @@ func appendAction(dst []byte, a action) []byte {
 		return a.refuse.append(dst)
 	}
 	if a.guard != 0 {
-		dst = hwm.AppendGuardedCall(dst, a.args, a.guard&fenceToken != 0, a.guard&fenceResource != 0, refusalSessionRead)
+		dst = hwm.AppendGuardedCall(dst, a.args, a.guard&fenceToken != 0, a.guard&fenceResource != 0)
 	} else {
 		dst = hwm.AppendLiteralCall(dst, a.args)
 	}

@@ -306,7 +306,7 @@ func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 		var msgs []pgproto3.FrontendMessage
 		for i, c := range act.checks() {
 			if i == 0 && act.guard != 0 {
-				sql := hwm.AppendGuardedCall(nil, c, act.guard&fenceToken != 0, act.guard&fenceResource != 0, refusalSessionRead)
+				sql := hwm.AppendGuardedCall(nil, c, act.guard&fenceToken != 0, act.guard&fenceResource != 0)
 				msgs = append(msgs, s.injected(slot{inj: true, check: true}, checkName, string(sql), nil, true)...)
 				continue
 			}

@@ -206,6 +206,10 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 		if code, msg, rewrite := hwm.ClientError(c.Code, c.Message); rewrite {
 			c.Code, c.Message = code, msg
 		}
+		if hwm.IsUnownedSetting(c.Code, c.Message) {
+			r := refusalSessionRead
+			c.Code, c.Message, c.Detail, c.Hint = r.code, r.message, r.detail, r.hint
+		}
 	}
 	c.Where, c.InternalQuery, c.InternalPosition, c.Position = "", "", 0, 0
 	c.SchemaName, c.TableName, c.ColumnName, c.DataTypeName, c.ConstraintName = "", "", "", "", ""

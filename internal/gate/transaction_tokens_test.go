@@ -13,17 +13,22 @@ import (
 // carries a value (a transaction pooler may have lent it from another
 // client). These transcripts pin down where trust starts and ends.
 
-// guarded starts a check that refuses settings its transaction did not set.
-const guarded = "DO $fence$BEGIN IF "
+// guarded is what a guarded check's argument starts with: it refuses a
+// setting its transaction did not set (hwm.AppendGuardedCall).
+const guarded = "CASE WHEN pg_catalog.current_setting("
 
 // lastCheck returns the form of the last check in upstream: "guarded" when
-// it sits inside a guard's DO block.
+// one of its arguments is a guard.
 func lastCheck(upstream string) string {
 	i := strings.LastIndex(upstream, "fence.check(")
 	if i < 0 {
 		return "none"
 	}
-	if g := strings.LastIndex(upstream[:i], guarded); g >= 0 && g > strings.LastIndex(upstream[:i], "END$fence$") {
+	args := upstream[i:]
+	if end := strings.Index(args, ", false, true)"); end >= 0 {
+		args = args[:end]
+	}
+	if strings.Contains(args, guarded) {
 		return "guarded"
 	}
 	return "plain"

@@ -173,39 +173,57 @@ func appendRaiseBody(dst []byte, r Raise) []byte {
 	return append(dst, ';')
 }
 
-// AppendGuardedCall appends a check that first makes sure the settings it
-// would read were not left on the server connection by someone else: a DO
-// block that raises r when a guarded setting (lock.fencing_token when
-// token, lock.resource when resource) holds a value, and otherwise calls
-// fence.check with a's values, as AppendLiteralCall's CALL does. The proxy
-// sends it under token_scope: transaction, where a value the current
-// transaction did not set may be another client's (a transaction pooler
-// lends one server connection to many clients). Errors of the CALL reach
-// the client as they would from the CALL alone, with PL/pgSQL's context
-// added (which the proxy removes).
-func AppendGuardedCall(dst []byte, a CheckArgs, token, resource bool, r Raise) []byte {
+// UnownedSetting is in the message of the error a guarded check raises
+// (SQLSTATE 22P02, see AppendGuardedCall); the proxy replaces that error by
+// its own refusal, so the setting's value never reaches the client.
+const UnownedSetting = "fenceproxy: a fencing setting this transaction did not set"
+
+// IsUnownedSetting reports whether an error of a guarded check is the
+// guard's own.
+func IsUnownedSetting(code, message string) bool {
+	return code == "22P02" && strings.Contains(message, UnownedSetting)
+}
+
+// AppendGuardedCall appends a check that refuses to read a setting the
+// transaction did not set: a CALL of fence.check as AppendLiteralCall's,
+// whose token argument (when token) and resource argument (when resource)
+// are CASE expressions that fail when lock.fencing_token, respectively
+// lock.resource, holds a value, by casting that value with UnownedSetting
+// appended to bigint (SQLSTATE 22P02; IsUnownedSetting), and otherwise are
+// a's values. The proxy sends it under token_scope: transaction, where a
+// value the current transaction did not set may be another client's (a
+// transaction pooler lends one server connection to many clients). It is
+// one statement with no PL/pgSQL: the cast is of a STABLE function's
+// result, which the planner does not fold, so only a set value fails.
+func AppendGuardedCall(dst []byte, a CheckArgs, token, resource bool) []byte {
 	if hasNUL(a.Token) || hasNUL(a.Resource) || hasNUL(a.TableResource) || hasNUL(a.DefaultResource) {
 		return AppendLiteralCall(dst, a) // the NUL refusal
 	}
-	body := make([]byte, 0, 512)
-	body = append(body, "BEGIN "...)
-	if token || resource {
-		body = append(body, "IF "...)
-		if token {
-			body = append(body, "pg_catalog.current_setting('lock.fencing_token', true) OPERATOR(pg_catalog.<>) ''"...)
-		}
-		if token && resource {
-			body = append(body, " OR "...)
-		}
-		if resource {
-			body = append(body, "pg_catalog.current_setting('lock.resource', true) OPERATOR(pg_catalog.<>) ''"...)
-		}
-		body = append(body, " THEN "...)
-		body = appendRaiseBody(body, r)
-		body = append(body, " END IF; "...)
+	dst = append(dst, "CALL fence.check("...)
+	dst = appendGuarded(dst, "lock.fencing_token", a.Token, token)
+	dst = append(dst, ", "...)
+	dst = appendGuarded(dst, "lock.resource", a.Resource, resource)
+	dst = append(dst, ", "...)
+	dst = appendLiteral(dst, a.TableResource)
+	dst = append(dst, ", "...)
+	dst = appendLiteral(dst, a.DefaultResource)
+	dst = append(dst, ", "...)
+	dst = appendBool(dst, a.RequireToken)
+	dst = append(dst, ", "...)
+	dst = appendBool(dst, a.Advance)
+	return append(dst, ')')
+}
+
+// appendGuarded appends value as a literal, or when guard the CASE of
+// AppendGuardedCall that fails while setting holds a value.
+func appendGuarded(dst []byte, setting, value string, guard bool) []byte {
+	if !guard {
+		return appendLiteral(dst, value)
 	}
-	body = AppendLiteralCall(body, a)
-	body = append(body, "; END"...)
-	dst = append(dst, "DO "...)
-	return appendDollarQuoted(dst, string(body), "fence")
+	current := "pg_catalog.current_setting('" + setting + "', true)"
+	dst = append(dst, "CASE WHEN "+current+" OPERATOR(pg_catalog.<>) '' THEN ("+current+" OPERATOR(pg_catalog.||) "...)
+	dst = appendLiteral(dst, UnownedSetting)
+	dst = append(dst, ")::pg_catalog.int8::pg_catalog.text ELSE "...)
+	dst = appendLiteral(dst, value)
+	return append(dst, " END"...)
 }
