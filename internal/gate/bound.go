@@ -25,6 +25,13 @@ const (
 	// MaxAnalyzeBytes is the longest text the proxy analyses; a longer one
 	// is refused (54000) where fencing is possible.
 	MaxAnalyzeBytes = 4 << 20
+	// maxParseTokens bounds the tokens of one text that the parser sees
+	// after reductions (constant lists and long literals shortened): the
+	// parse tree's round trip costs 2–5 µs per token, so a message of
+	// names (TRUNCATE t0, …, tN; thousands of statements) costs at most a
+	// few hundred milliseconds. A text with more is refused (54001) where
+	// fencing is possible.
+	maxParseTokens = 100_000
 )
 
 // SQLSTATEs of texts the proxy cannot analyse safely.
@@ -33,22 +40,24 @@ const (
 	codeTooLong    = sqlstate.ProgramLimitExceeded
 )
 
-// checkBounds returns an error for a text the parser must not see.
-func checkBounds(sql string) error {
+// checkBounds returns an error for a text the parser must not see, and
+// for a text longer than safeParseBytes the scanner's tokens (nil for a
+// shorter one).
+func checkBounds(sql string) ([]token, error) {
 	if len(sql) <= safeParseBytes {
-		return nil
+		return nil, nil
 	}
 	if len(sql) > MaxAnalyzeBytes {
-		return &ParseError{Code: codeTooLong, Message: "statement of " + strconv.Itoa(len(sql)) + " bytes is longer than the proxy analyses (" + strconv.Itoa(MaxAnalyzeBytes) + ")"}
+		return nil, &ParseError{Code: codeTooLong, Message: "statement of " + strconv.Itoa(len(sql)) + " bytes is longer than the proxy analyses (" + strconv.Itoa(MaxAnalyzeBytes) + ")"}
 	}
-	res, err := pg_query.Scan(sql)
+	toks, err := scanTokens(sql)
 	if err != nil {
-		return newParseError(err)
+		return nil, newParseError(err)
 	}
-	if d := depthBound(res.GetTokens()); d > maxDepth {
-		return &ParseError{Code: codeTooComplex, Message: "statement is too deeply nested for the proxy to analyse safely (" + strconv.Itoa(d) + " levels; at most " + strconv.Itoa(maxDepth) + ")"}
+	if d := depthBound(toks); d > maxDepth {
+		return nil, &ParseError{Code: codeTooComplex, Message: "statement is too deeply nested for the proxy to analyse safely (" + strconv.Itoa(d) + " levels; at most " + strconv.Itoa(maxDepth) + ")"}
 	}
-	return nil
+	return toks, nil
 }
 
 // depthBound returns an upper bound on the depth of the parse trees of the
@@ -61,14 +70,14 @@ func checkBounds(sql string) error {
 // number in a list (a bulk VALUES list stays flat). The ';' inside a
 // BEGIN ATOMIC body separates statements of one tree: from the first
 // ATOMIC on, each count starts from what came before it.
-func depthBound(toks []*pg_query.ScanToken) int {
+func depthBound(toks []token) int {
 	bound, depth, maxNest, levels, base := 0, 0, 0, 0, 0
 	atomic := false
 	for i, t := range toks {
-		if t.Token == pg_query.Token_ATOMIC {
+		if t.kind == pg_query.Token_ATOMIC {
 			atomic = true
 		}
-		switch t.Token {
+		switch t.kind {
 		case '(', '[':
 			depth++
 			maxNest = max(maxNest, depth)
@@ -101,10 +110,10 @@ func depthBound(toks []*pg_query.ScanToken) int {
 
 // signedNumber reports whether toks[i], a sign, stands between '(' or ','
 // and a number: PostgreSQL folds such a sign into the constant.
-func signedNumber(toks []*pg_query.ScanToken, i int) bool {
+func signedNumber(toks []token, i int) bool {
 	if i == 0 || i+1 >= len(toks) {
 		return false
 	}
-	prev, next := toks[i-1].Token, toks[i+1].Token
+	prev, next := toks[i-1].kind, toks[i+1].kind
 	return (prev == '(' || prev == ',') && (next == pg_query.Token_ICONST || next == pg_query.Token_FCONST)
 }

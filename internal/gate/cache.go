@@ -232,8 +232,9 @@ func entryCost(key string, a *Analysis, err error, sqlLen int) int {
 }
 
 // stringCost is the heap a string of its own (a name decoded from the
-// parse tree) takes: the allocator rounds small objects up to 16 bytes.
-func stringCost(s string) int { return (len(s) + 15) &^ 15 }
+// parse tree) takes, with a margin: the allocator rounds small objects up
+// to its size classes (8, 16, 24, 32, 48, …).
+func stringCost(s string) int { return (len(s)+15)&^15 + 8 }
 
 // statementCost estimates the bytes a Statement retains, its own struct
 // included.

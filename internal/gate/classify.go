@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -180,7 +181,9 @@ type Analysis struct {
 // Analyze parses sql, a simple-protocol Query string or an extended-protocol
 // Parse message's text, with PostgreSQL's own parser and classifies each
 // statement in it. It is pure and safe for concurrent use; it parses every
-// time (use an Analyzer to memoize).
+// time (use an Analyzer to memoize). A text longer than safeParseBytes is
+// parsed without the bulk of its long constant lists and literals (see
+// reductions); a syntax error in it then carries no Position.
 //
 // Errors: *ParseError when PostgreSQL would reject the text as a syntax
 // error (or it contains a NUL byte); *TokenError or *DirectiveError when a
@@ -190,18 +193,31 @@ func Analyze(sql string) (*Analysis, error) {
 	if strings.IndexByte(sql, 0) >= 0 {
 		return nil, &ParseError{Message: "query text contains a NUL byte"}
 	}
-	if err := checkBounds(sql); err != nil {
+	toks, err := checkBounds(sql)
+	if err != nil {
 		return nil, err
 	}
-	tree, err := pg_query.Parse(sql)
+	var edits []edit
+	if reduceLarge && toks != nil {
+		var left int
+		edits, left = reductions(sql, toks)
+		if left > maxParseTokens {
+			return nil, &ParseError{Code: codeTooComplex, Message: "statement has " + strconv.Itoa(left) + " tokens besides long lists of constants; the proxy parses at most " + strconv.Itoa(maxParseTokens) + " in one message (send fewer statements or names per message)"}
+		}
+	}
+	tree, err := pg_query.Parse(reduceText(sql, edits))
 	if err != nil {
-		return nil, newParseError(err)
+		pe := newParseError(err)
+		if len(edits) > 0 {
+			pe.Position = 0 // a position in the reduced text
+		}
+		return nil, pe
 	}
 	a := &Analysis{Statements: make([]Statement, len(tree.Stmts))}
 	for i, raw := range tree.Stmts {
-		start, end := int(raw.StmtLocation), len(sql)
+		start, end := origOffset(edits, int(raw.StmtLocation)), len(sql)
 		if raw.StmtLen > 0 {
-			end = start + int(raw.StmtLen)
+			end = origOffset(edits, int(raw.StmtLocation+raw.StmtLen))
 		}
 		if start < 0 || start > end || end > len(sql) {
 			return nil, &ParseError{Message: "parser returned a statement outside the text"}
