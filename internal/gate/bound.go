@@ -40,24 +40,59 @@ const (
 	codeTooLong    = sqlstate.ProgramLimitExceeded
 )
 
-// checkBounds returns an error for a text the parser must not see, and
-// for a text longer than safeParseBytes the scanner's tokens (nil for a
-// shorter one).
-func checkBounds(sql string) ([]token, error) {
+// prepare returns the text the parser is to see for sql, and the edits
+// that made it from sql (see reductions), or an error for a text the
+// parser must not see: too long (54000), nested too deeply or holding too
+// many tokens (54001). A text of up to safeParseBytes is parsed as it is.
+func prepare(sql string) (string, []edit, error) {
 	if len(sql) <= safeParseBytes {
-		return nil, nil
+		return sql, nil, nil
 	}
 	if len(sql) > MaxAnalyzeBytes {
-		return nil, &ParseError{Code: codeTooLong, Message: "statement of " + strconv.Itoa(len(sql)) + " bytes is longer than the proxy analyses (" + strconv.Itoa(MaxAnalyzeBytes) + ")"}
+		return "", nil, &ParseError{Code: codeTooLong, Message: "statement of " + strconv.Itoa(len(sql)) + " bytes is longer than the proxy analyses (" + strconv.Itoa(MaxAnalyzeBytes) + ")"}
+	}
+	if reduceLarge && prescanLarge {
+		if p, ok := prescan(sql); ok {
+			if p.atLeast > maxParseTokens {
+				return "", nil, tooManyTokens("at least " + strconv.Itoa(p.atLeast))
+			}
+			if len(p.edits) > 0 {
+				reduced := reduceText(sql, p.edits)
+				if toks, err := scanTokens(reduced); err == nil && verifyPrescan(p, toks) {
+					return reduced, p.edits, checkTokens(toks, len(toks))
+				}
+			}
+		}
 	}
 	toks, err := scanTokens(sql)
 	if err != nil {
-		return nil, newParseError(err)
+		return "", nil, newParseError(err)
 	}
+	if !reduceLarge {
+		return sql, nil, checkTokens(toks, 0)
+	}
+	edits, left := reductions(sql, toks)
+	if err := checkTokens(toks, left); err != nil {
+		return "", nil, err
+	}
+	return reduceText(sql, edits), edits, nil
+}
+
+// checkTokens refuses a text whose tokens nest too deeply for the parser,
+// or of which more than maxParseTokens (left of them) reach it.
+func checkTokens(toks []token, left int) error {
 	if d := depthBound(toks); d > maxDepth {
-		return nil, &ParseError{Code: codeTooComplex, Message: "statement is too deeply nested for the proxy to analyse safely (" + strconv.Itoa(d) + " levels; at most " + strconv.Itoa(maxDepth) + ")"}
+		return &ParseError{Code: codeTooComplex, Message: "statement is too deeply nested for the proxy to analyse safely (" + strconv.Itoa(d) + " levels; at most " + strconv.Itoa(maxDepth) + ")"}
 	}
-	return toks, nil
+	if left > maxParseTokens {
+		return tooManyTokens(strconv.Itoa(left))
+	}
+	return nil
+}
+
+// tooManyTokens is the refusal of a text with n tokens left to parse.
+func tooManyTokens(n string) *ParseError {
+	return &ParseError{Code: codeTooComplex, Message: "statement has " + n + " tokens besides long lists of constants; the proxy parses at most " + strconv.Itoa(maxParseTokens) + " in one message (send fewer statements or names per message)"}
 }
 
 // depthBound returns an upper bound on the depth of the parse trees of the

@@ -26,9 +26,9 @@ func TestBoundsPerStatement(t *testing.T) {
 		"chain over an atomic body": {atomic + strings.Repeat(" ", safeParseBytes), true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := checkBounds(tt.sql)
+			_, _, err := prepare(tt.sql)
 			if got := err != nil; got != tt.refuse {
-				t.Fatalf("len %d: checkBounds = %v, want refused %v", len(tt.sql), err, tt.refuse)
+				t.Fatalf("len %d: prepare = %v, want refused %v", len(tt.sql), err, tt.refuse)
 			}
 			if err != nil && err.(*ParseError).Code != codeTooComplex {
 				t.Fatalf("refused with %v, want 54001", err)

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -193,19 +192,11 @@ func Analyze(sql string) (*Analysis, error) {
 	if strings.IndexByte(sql, 0) >= 0 {
 		return nil, &ParseError{Message: "query text contains a NUL byte"}
 	}
-	toks, err := checkBounds(sql)
+	text, edits, err := prepare(sql)
 	if err != nil {
 		return nil, err
 	}
-	var edits []edit
-	if reduceLarge && toks != nil {
-		var left int
-		edits, left = reductions(sql, toks)
-		if left > maxParseTokens {
-			return nil, &ParseError{Code: codeTooComplex, Message: "statement has " + strconv.Itoa(left) + " tokens besides long lists of constants; the proxy parses at most " + strconv.Itoa(maxParseTokens) + " in one message (send fewer statements or names per message)"}
-		}
-	}
-	tree, err := pg_query.Parse(reduceText(sql, edits))
+	tree, err := pg_query.Parse(text)
 	if err != nil {
 		pe := newParseError(err)
 		if len(edits) > 0 {

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -19,13 +20,20 @@ import (
 // maxLiteralBytes becomes a short one that reads the same to the
 // classification (see shortLiteral). Statement spans are mapped back to the
 // original text, and directives are read from it.
+//
+// A syntax error keeps its message (naming a shortened literal as "a
+// literal of N bytes") but loses its position. A list the grammar refuses
+// for its length (OVERLAPS takes rows of two) may parse once shortened:
+// the server still refuses the text, and PostgreSQL parses a whole Query
+// string before it runs any of it.
 const (
 	minConstRun     = 16
 	maxLiteralBytes = 256
 )
 
-// reduceLarge turns the reductions on; tests compare with it off.
-var reduceLarge = true
+// reduceLarge turns the reductions on, prescanLarge finding them with
+// prescan; tests compare with them off.
+var reduceLarge, prescanLarge = true, true
 
 // edit replaces sql[start:end] of the original text with repl.
 type edit struct {
@@ -178,15 +186,17 @@ func literal(toks []token, i int) (int, bool) {
 // shortLiteral returns a short standard string literal that the
 // classification reads as it reads lit, a long one: a long value is never a
 // setting's or schema's name, never a boolean word ('off', 'no'), and only
-// its mentioning fence is read (a DO block's or function's body). It
-// refuses forms whose prefix matters (E'…', U&'…' are other tokens or
-// escape rules) by taking only plain '…' and $tag$…$tag$ literals.
+// its mentioning fence is read (a DO block's or function's body). It says
+// what it stands for, as a syntax error may quote it. It refuses forms
+// whose prefix matters (E'…', U&'…' are other tokens or escape rules) by
+// taking only plain '…' and $tag$…$tag$ literals.
 func shortLiteral(lit string) (string, bool) {
 	if lit[0] != '\'' && lit[0] != '$' {
 		return "", false
 	}
+	r := "'a literal of " + strconv.Itoa(len(lit)) + " bytes"
 	if mentionsFence(lit) {
-		return "'xfencex'", true // mentions fence, and is not "fence"
+		r += " mentioning fence" // and not "fence" itself
 	}
-	return "'long literal'", true
+	return r + "'", true
 }
