@@ -52,15 +52,20 @@ func prepare(sql string) (string, []edit, error) {
 		return "", nil, &ParseError{Code: codeTooLong, Message: "statement of " + strconv.Itoa(len(sql)) + " bytes is longer than the proxy analyses (" + strconv.Itoa(MaxAnalyzeBytes) + ")"}
 	}
 	if reduceLarge && prescanLarge {
-		if p, ok := prescan(sql); ok {
-			if p.atLeast > maxParseTokens {
-				return "", nil, tooManyTokens("at least " + strconv.Itoa(p.atLeast))
-			}
-			if len(p.edits) > 0 {
-				reduced := reduceText(sql, p.edits)
-				if toks, err := scanTokens(reduced); err == nil && verifyPrescan(p, toks) {
-					return reduced, p.edits, checkTokens(toks, len(toks))
-				}
+		p, ok := prescan(sql)
+		if !ok {
+			// PostgreSQL's scanner would read to the end of the text to
+			// say so. Were prescan wrong, the text would be unreadable
+			// to the proxy, which fails closed.
+			return "", nil, &ParseError{Message: "unterminated quoted string, quoted identifier or comment"}
+		}
+		if p.atLeast > maxParseTokens {
+			return "", nil, tooManyTokens("at least " + strconv.Itoa(p.atLeast))
+		}
+		if len(p.edits) > 0 {
+			reduced := reduceText(sql, p.edits)
+			if toks, err := scanTokens(reduced); err == nil && verifyPrescan(p, toks) {
+				return reduced, p.edits, checkTokens(toks, countTokens(toks))
 			}
 		}
 	}
@@ -88,6 +93,17 @@ func checkTokens(toks []token, left int) error {
 		return tooManyTokens(strconv.Itoa(left))
 	}
 	return nil
+}
+
+// countTokens returns the number of toks that are not comments.
+func countTokens(toks []token) int {
+	n := 0
+	for _, t := range toks {
+		if t.kind != pg_query.Token_C_COMMENT && t.kind != pg_query.Token_SQL_COMMENT {
+			n++
+		}
+	}
+	return n
 }
 
 // tooManyTokens is the refusal of a text with n tokens left to parse.

@@ -67,11 +67,11 @@ func prescan(sql string) (p prescanned, ok bool) {
 			p.atLeast++
 			i = j
 		case c == '$':
-			j, ok := dollarEnd(sql, i)
+			j, quoted, ok := dollarEnd(sql, i)
 			if !ok {
 				return p, false
 			}
-			if sql[j-1] == '$' { // a dollar-quoted string, not $n
+			if quoted {
 				p.literal(sql, i, j)
 			}
 			i = j
@@ -267,14 +267,16 @@ func escapeStringEnd(sql string, i int) (int, bool) {
 	return 0, false
 }
 
-// dollarEnd returns the end of $n or of the $tag$…$tag$ string at sql[i].
-func dollarEnd(sql string, i int) (int, bool) {
+// dollarEnd returns the end of what starts with the '$' at sql[i]: $n, a
+// $tag$…$tag$ string (quoted), or a lone '$' (a token of its own, which the
+// grammar refuses). ok is false for an unterminated string.
+func dollarEnd(sql string, i int) (end int, quoted, ok bool) {
 	j := i + 1
 	if j < len(sql) && isDigit(sql[j]) {
 		for j < len(sql) && isDigit(sql[j]) {
 			j++
 		}
-		return j, true
+		return j, false, true
 	}
 	if j < len(sql) && isIdentStart(sql[j]) {
 		for j < len(sql) && isIdentCont(sql[j]) && sql[j] != '$' {
@@ -282,14 +284,14 @@ func dollarEnd(sql string, i int) (int, bool) {
 		}
 	}
 	if j >= len(sql) || sql[j] != '$' {
-		return 0, false // a lone '$': not followed here
+		return i + 1, false, true
 	}
 	tag := sql[i : j+1]
 	k := strings.Index(sql[j+1:], tag)
 	if k < 0 {
-		return 0, false
+		return 0, false, false
 	}
-	return j + 1 + k + len(tag), true
+	return j + 1 + k + len(tag), true, true
 }
 
 // skipBlanks returns the index of the first byte at or after i that is not

@@ -72,14 +72,18 @@ func checkReduced(t *testing.T, sql string) {
 			continue // a row too long for the grammar, shortened (see reductions)
 		}
 		if (gotErr == nil) != (wantErr == nil) {
-			t.Fatalf("prescan %v: error %v, want %v", prescanned, gotErr, wantErr)
+			t.Fatalf("prescan %v: error %.300v, want %.300v", prescanned, gotErr, wantErr)
 		}
 		if gotErr != nil {
 			g, gok := gotErr.(*ParseError)
 			w, wok := wantErr.(*ParseError)
-			sameMessage := gok && wok && (g.Message == w.Message || strings.Contains(g.Message, "'a literal of "))
-			if gok != wok || gok && (!sameMessage || g.Syntax != w.Syntax || g.Code != w.Code) || !gok && gotErr.Error() != wantErr.Error() {
-				t.Errorf("prescan %v: error %v, want %v", prescanned, gotErr, wantErr)
+			// prescan names an unterminated quote itself (not as the
+			// parser's syntax error: it might be mistaken); the parser
+			// may find another error first ("" is not an identifier).
+			unterminated := gok && wok && strings.HasPrefix(g.Message, "unterminated") && w.Syntax
+			sameMessage := gok && wok && (g.Message == w.Message && g.Syntax == w.Syntax || strings.Contains(g.Message, "'a literal of ") && g.Syntax == w.Syntax || unterminated)
+			if gok != wok || gok && (!sameMessage || g.Code != w.Code) || !gok && gotErr.Error() != wantErr.Error() {
+				t.Errorf("prescan %v: error %.300v, want %.300v", prescanned, gotErr, wantErr)
 			}
 			continue
 		}

@@ -32,8 +32,8 @@ func join(n int, sep, format string) string {
 // BenchmarkAnalyzeScaling: the analysis of one message costs time linear in
 // its size for every shape: compare ns/op across n (10× the parts should
 // cost about 10× the time). A client may send up to 4 MiB in one message.
-// A text refused by a bound (54001) is measured too, as "refused": that
-// is what it costs the proxy.
+// A text refused (a bound, 54001, or unreadable) is measured too, as
+// "refused": that is what it costs the proxy.
 func BenchmarkAnalyzeScaling(b *testing.B) {
 	for name, shape := range scalingShapes {
 		for _, n := range []int{1000, 10000, 100000} {
@@ -43,14 +43,14 @@ func BenchmarkAnalyzeScaling(b *testing.B) {
 }
 
 // benchAnalyze runs Analyze(sql) as a sub-benchmark; refused reports 1 when
-// a bound refused the text.
+// Analyze refused the text (*ParseError).
 func benchAnalyze(b *testing.B, name, sql string) {
 	b.Run(name, func(b *testing.B) {
 		b.SetBytes(int64(len(sql)))
 		refused := 0.0
 		for b.Loop() {
 			if _, err := Analyze(sql); err != nil {
-				if pe, ok := err.(*ParseError); !ok || pe.Code == "" {
+				if _, ok := err.(*ParseError); !ok {
 					b.Fatal(err)
 				}
 				refused = 1
@@ -68,6 +68,21 @@ var hugeShapes = map[string]func() string{
 	"in_list":        func() string { return "SELECT * FROM t WHERE v IN (" + join(500000, ", ", "%d") + ")" },
 	"statements":     func() string { return join(160000, "; ", "UPDATE t%d SET v = 1") },
 	"literal":        func() string { return "SELECT '" + strings.Repeat("x", MaxAnalyzeBytes-20) + "'" },
+	"unterminated":   func() string { return "INSERT INTO t VALUES " + join(270000, ", ", "(%d, 'x')") + " '" },
+}
+
+// boundShapes are the costliest messages the proxy parses: just under the
+// token bound, with nothing to shorten.
+var boundShapes = map[string]func() string{
+	"truncate_names": func() string { return "TRUNCATE " + join(maxParseTokens/2-1, ", ", "t%d") },
+	"statements":     func() string { return join(maxParseTokens/7-1, "; ", "UPDATE t%d SET v = 1") },
+}
+
+// BenchmarkAnalyzeAtTokenBound measures the messages of boundShapes.
+func BenchmarkAnalyzeAtTokenBound(b *testing.B) {
+	for name, shape := range boundShapes {
+		benchAnalyze(b, name, shape())
+	}
 }
 
 // BenchmarkAnalyze4MiB measures one message of about 4 MiB per shape.
