@@ -53,16 +53,13 @@ func prepare(sql string) (string, []edit, error) {
 	}
 	if reduceLarge && prescanLarge {
 		p, ok := prescan(sql)
-		if !ok {
-			// PostgreSQL's scanner would read to the end of the text to
-			// say so. Were prescan wrong, the text would be unreadable
-			// to the proxy, which fails closed.
-			return "", nil, &ParseError{Message: "unterminated quoted string, quoted identifier or comment"}
-		}
-		if p.atLeast > maxParseTokens {
+		switch {
+		case !ok:
+			// An unterminated quote or comment: PostgreSQL's scanner says
+			// so at once (it builds its result only for a text it reads).
+		case p.atLeast > maxParseTokens:
 			return "", nil, tooManyTokens("at least " + strconv.Itoa(p.atLeast))
-		}
-		if len(p.edits) > 0 {
+		case len(p.edits) > 0:
 			reduced := reduceText(sql, p.edits)
 			if toks, err := scanTokens(reduced); err == nil && verifyPrescan(p, toks) {
 				return reduced, p.edits, checkTokens(toks, countTokens(toks))

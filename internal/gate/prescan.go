@@ -38,7 +38,7 @@ func prescan(sql string) (p prescanned, ok bool) {
 	for i := 0; i < len(sql); {
 		c := sql[i]
 		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		case isBlank(c):
 			i++
 		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
 			j := strings.IndexAny(sql[i:], "\n\r")
@@ -297,10 +297,15 @@ func dollarEnd(sql string, i int) (end int, quoted, ok bool) {
 // skipBlanks returns the index of the first byte at or after i that is not
 // white space.
 func skipBlanks(sql string, i int) int {
-	for i < len(sql) && strings.IndexByte(" \t\n\r\f\v", sql[i]) >= 0 {
+	for i < len(sql) && isBlank(sql[i]) {
 		i++
 	}
 	return i
+}
+
+// isBlank reports whether c is white space to PostgreSQL's scanner.
+func isBlank(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

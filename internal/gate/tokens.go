@@ -27,7 +27,7 @@ func scanTokens(sql string) ([]token, error) {
 	if err != nil {
 		return nil, err
 	}
-	toks := make([]token, 0, len(sql)/4)
+	toks := make([]token, 0, len(pb)/10) // a token takes 8 to 16 bytes
 	for len(pb) > 0 {
 		num, typ, n := protowire.ConsumeTag(pb)
 		if n < 0 {
