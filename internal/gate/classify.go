@@ -205,10 +205,11 @@ func Analyze(sql string) (*Analysis, error) {
 		return nil, pe
 	}
 	a := &Analysis{Statements: make([]Statement, len(tree.Stmts))}
+	spans := offsets{edits: edits}
 	for i, raw := range tree.Stmts {
-		start, end := origOffset(edits, int(raw.StmtLocation)), len(sql)
+		start, end := spans.orig(int(raw.StmtLocation)), len(sql)
 		if raw.StmtLen > 0 {
-			end = origOffset(edits, int(raw.StmtLocation+raw.StmtLen))
+			end = spans.orig(int(raw.StmtLocation + raw.StmtLen))
 		}
 		if start < 0 || start > end || end > len(sql) {
 			return nil, &ParseError{Message: "parser returned a statement outside the text"}

@@ -19,7 +19,8 @@ import (
 // with backslash escapes, "…" identifiers, $tag$…$tag$ and $n, -- and
 // nested /* */ comments, identifiers of letters, digits, '_', '$' and bytes
 // ≥ 0x80. It does not need to tell operators or numbers apart exactly: no
-// quote or comment can begin inside either.
+// quote begins inside either, and it looks for a comment at every byte, as
+// scan.l ends an operator where a comment begins ("+--").
 
 // prescanned is what prescan found.
 type prescanned struct {
@@ -105,12 +106,20 @@ func prescan(sql string) (p prescanned, ok bool) {
 }
 
 // literal records the edit that shortens the string literal sql[i:j] when
-// it is long, plain and not continued by another ('a'\n'b' is one string).
+// it is long, plain, and neither continues another nor is continued
+// ('a'\n'b' is one string).
 func (p *prescanned) literal(sql string, i, j int) {
 	if j-i <= maxLiteralBytes || i > 0 && !strings.ContainsRune(" \t\n\r(,=", rune(sql[i-1])) {
 		return
 	}
 	if k := skipBlanks(sql, j); k < len(sql) && sql[k] == '\'' {
+		return
+	}
+	k := i
+	for k > 0 && isBlank(sql[k-1]) {
+		k--
+	}
+	if k > 0 && sql[k-1] == '\'' {
 		return
 	}
 	if r, ok := shortLiteral(sql[i:j]); ok {

@@ -58,24 +58,32 @@ func reduceText(sql string, edits []edit) string {
 	return b.String()
 }
 
-// origOffset maps a statement boundary in the reduced text to the original
-// text. A boundary at or inside a replacement maps to the replaced span's
-// end: there a statement can only end (at its last row or literal), never
-// start (an edit follows a bracket, VALUES or a literal's start, all within
-// a statement).
-func origOffset(edits []edit, pos int) int {
-	shift := 0
-	for _, e := range edits {
-		newStart := e.start + shift
+// offsets maps statement boundaries of the reduced text back to the
+// original text. Boundaries must be asked for in order (a statement's start,
+// its end, the next one's start, …): the map walks the edits once.
+type offsets struct {
+	edits []edit
+	next  int // the first edit not passed yet
+	shift int // what the passed edits added to the text's length
+}
+
+// orig returns the original offset of pos. A boundary at or inside a
+// replacement maps to the replaced span's end: there a statement can only
+// end (at its last row or literal), never start (an edit follows a bracket,
+// VALUES or a literal's start, all within a statement).
+func (m *offsets) orig(pos int) int {
+	for ; m.next < len(m.edits); m.next++ {
+		e := m.edits[m.next]
+		newStart := e.start + m.shift
 		if pos < newStart {
 			break
 		}
 		if pos <= newStart+len(e.repl) {
 			return e.end
 		}
-		shift += len(e.repl) - (e.end - e.start)
+		m.shift += len(e.repl) - (e.end - e.start)
 	}
-	return pos - shift
+	return pos - m.shift
 }
 
 // reductions returns the edits that shorten the text of toks, in order,

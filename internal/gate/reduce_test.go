@@ -29,6 +29,8 @@ func TestReducedAnalysisEqualsFullAnalysis(t *testing.T) {
 		"set_config list":     "SELECT set_config(" + join(5000, ", ", "'lock.fencing_token'") + ")",
 		"fence in list":       "SELECT f(" + join(5000, ", ", "'%d'") + ", 'fence')",
 		"statements":          "INSERT INTO a VALUES " + rows + "; /* fencing_token=7 */ UPDATE b SET c = 1; DELETE FROM d WHERE e IN (" + join(100, ",", "%d") + ")",
+		"continued literal":   "SELECT 'a'\n'" + long + "', '" + long + "'\n'b', f(" + join(20, ", ", "%d") + ")",
+		"lists in statements": join(500, "; ", "SELECT f("+join(20, ", ", "%d")+"), '"+strings.Repeat("q", 300)+"' /* %d */"),
 		"cte":                 "WITH w AS (INSERT INTO t VALUES " + rows + " RETURNING 1) SELECT * FROM fence.hwm",
 		"short lists":         "SELECT f(" + join(3000, "), f(", "%d, 2") + ")",
 		"enum":                "CREATE TYPE e AS ENUM (" + join(5000, ", ", "'v%d'") + ")",
@@ -207,5 +209,21 @@ func TestShortenedListsTheGrammarRefuses(t *testing.T) {
 	a, err := Analyze(sql)
 	if err != nil || len(a.Statements) != 2 || a.Statements[1].Kind != Write {
 		t.Fatalf("reduced: %v %v", a, err)
+	}
+}
+
+// TestPrescanLeavesContinuedLiterals: a literal continued by another
+// ('a'\n'b' is one string to PostgreSQL) is not shortened, so that the
+// other edits of the text still verify and the whole text is not scanned.
+func TestPrescanLeavesContinuedLiterals(t *testing.T) {
+	long := strings.Repeat("x", 2*maxLiteralBytes)
+	sql := "SELECT 'a'\n'" + long + "', '" + long + "'\n'b', f(" + join(20, ", ", "%d") + ")"
+	p, ok := prescan(sql)
+	if !ok || len(p.edits) != 1 || p.runs[0] < 0 {
+		t.Fatalf("prescan %+v, %v: want only the run of constants", p.edits, ok)
+	}
+	toks, err := scanTokens(reduceText(sql, p.edits))
+	if err != nil || !verifyPrescan(p, toks) {
+		t.Errorf("edits not verified (%v)", err)
 	}
 }
