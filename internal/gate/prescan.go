@@ -36,18 +36,26 @@ type prescanned struct {
 // prescan scans sql; ok is false when it met something it does not follow
 // (an unterminated quote or comment).
 func prescan(sql string) (p prescanned, ok bool) {
+	inOperator := false // the previous byte was an operator's
 	for i := 0; i < len(sql); {
 		c := sql[i]
+		operator := isOperatorByte(c) && !commentAt(sql, i)
+		if operator && !inOperator {
+			p.atLeast++ // a run of operator bytes holds at least one token
+		}
+		inOperator = operator
 		switch {
+		case operator:
+			i++
 		case isBlank(c):
 			i++
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+		case c == '-': // "--"
 			j := strings.IndexAny(sql[i:], "\n\r")
 			if j < 0 {
 				return p, true
 			}
 			i += j
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+		case c == '/': // "/*"
 			j, ok := blockCommentEnd(sql, i)
 			if !ok {
 				return p, false
@@ -76,20 +84,13 @@ func prescan(sql string) (p prescanned, ok bool) {
 				p.literal(sql, i, j)
 			}
 			i = j
-		case isIdentStart(c):
-			j := i + 1
-			for j < len(sql) && isIdentCont(sql[j]) {
-				j++
-			}
+		case isDigit(c):
 			p.atLeast++
-			if j < len(sql) && sql[j] == '\'' && j == i+1 && (c == 'e' || c == 'E') {
-				k, ok := escapeStringEnd(sql, j)
-				if !ok {
-					return p, false
-				}
-				j = k
-			} else if j-i == 6 && strings.EqualFold(sql[i:j], "values") {
-				j = p.run(sql, i, j, true)
+			i = numberEnd(sql, i)
+		case isIdentStart(c):
+			j, ok := p.word(sql, i)
+			if !ok {
+				return p, false
 			}
 			i = j
 		case c == '(' || c == '[':
@@ -99,10 +100,59 @@ func prescan(sql string) (p prescanned, ok bool) {
 			p.atLeast++
 			i++
 		default:
-			i++ // operators, numbers, '.', ':'
+			i++ // '.', and bytes the scanner refuses
 		}
 	}
 	return p, true
+}
+
+// word scans the identifier or keyword at sql[i], with what it prefixes:
+// the string of E'…' (backslash escapes) or of U&'…' and U&"…" (one token
+// with it), or the run of constants after VALUES. It returns where
+// scanning goes on; ok is false for an unterminated quote.
+func (p *prescanned) word(sql string, i int) (int, bool) {
+	j := i + 1
+	for j < len(sql) && isIdentCont(sql[j]) {
+		j++
+	}
+	p.atLeast++
+	one := j == i+1
+	switch {
+	case one && (sql[i] == 'e' || sql[i] == 'E') && j < len(sql) && sql[j] == '\'':
+		return escapeStringEnd(sql, j)
+	case one && (sql[i] == 'u' || sql[i] == 'U') && j+1 < len(sql) && sql[j] == '&' && (sql[j+1] == '\'' || sql[j+1] == '"'):
+		return quotedEnd(sql, j+1, sql[j+1])
+	case j-i == 6 && strings.EqualFold(sql[i:j], "values"):
+		return p.run(sql, i, j, true), true
+	}
+	return j, true
+}
+
+// numberEnd returns the end of the number at sql[i]: digits, '.', an
+// exponent with its sign, and letters or '_' run into it (0x1F, 1_000, or
+// junk PostgreSQL refuses), all one token.
+func numberEnd(sql string, i int) int {
+	for i < len(sql) {
+		c := sql[i]
+		switch {
+		case (c == 'e' || c == 'E') && i+2 < len(sql) && (sql[i+1] == '+' || sql[i+1] == '-') && isDigit(sql[i+2]):
+			i += 2
+		case isDigit(c) || c == '.' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// isOperatorByte reports whether c can be part of an operator (or of
+// "::", ":=", "=>") to PostgreSQL's scanner.
+func isOperatorByte(c byte) bool { return strings.IndexByte("~!@#^&|`?+-*/%<>=:", c) >= 0 }
+
+// commentAt reports whether a comment starts at sql[i].
+func commentAt(sql string, i int) bool {
+	return i+1 < len(sql) && (sql[i] == '-' && sql[i+1] == '-' || sql[i] == '/' && sql[i+1] == '*')
 }
 
 // literal records the edit that shortens the string literal sql[i:j] when

@@ -186,12 +186,23 @@ func FuzzPrescan(f *testing.F) {
 	for _, s := range []string{
 		"SELECT 1", "SELECT '", "SELECT $a$ x", "/* /* */", "E'\\'", "SELECT \"(\"", "U&'\\0061'", "$1", "x$y$ '", "'a'\n'b", "VALUES", "-- x",
 		"SET search_path = fence,", "SELECT set_config('lock.fencing_token', ", "DO $$ fence",
+		"SELECT 1e-5+-2::int<>x", "U&\"a\" U&'b' UESCAPE '!'", "0x1F 1_000 .5 1..2 $1abc", "a+--b\n-/**/-",
 	} {
 		f.Add(s)
 	}
 	tail := "\n; SELECT '" + strings.Repeat("z", safeParseBytes) + "', f(" + join(20, ", ", "%d") + "), ARRAY[" + join(20, ",", "'%d'") + "]"
 	f.Fuzz(func(t *testing.T, s string) {
 		checkReduced(t, s+tail)
+		// prescan's count is a lower bound on the scanner's tokens.
+		if strings.IndexByte(s, 0) >= 0 {
+			return
+		}
+		if p, ok := prescan(s); ok {
+			toks, err := scanTokens(reduceText(s, p.edits))
+			if err == nil && verifyPrescan(p, toks) && p.atLeast > countTokens(toks) {
+				t.Fatalf("%q: prescan counts %d tokens, the scanner %d", s, p.atLeast, countTokens(toks))
+			}
+		}
 	})
 }
 

@@ -69,6 +69,7 @@ var hugeShapes = map[string]func() string{
 	"statements":     func() string { return join(160000, "; ", "UPDATE t%d SET v = 1") },
 	"literal":        func() string { return "SELECT '" + strings.Repeat("x", MaxAnalyzeBytes-20) + "'" },
 	"unterminated":   func() string { return "INSERT INTO t VALUES " + join(270000, ", ", "(%d, 'x')") + " '" },
+	"operators":      func() string { return "SELECT 1" + strings.Repeat("+1", MaxAnalyzeBytes/2-10) },
 }
 
 // boundShapes are the costliest messages the proxy parses: just under the
