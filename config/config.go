@@ -104,6 +104,10 @@ type Config struct {
 	// MaxMessageBytes bounds the client messages the proxy decodes whole:
 	// Query, Parse, Describe, Close, Execute (default 64 MiB).
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// AnalysisCacheBytes bounds the memory of the cache of statement
+	// analyses shared by all sessions: query texts and what the proxy
+	// learnt from them (default 64 MiB). 0 disables the cache.
+	AnalysisCacheBytes int `yaml:"analysis_cache_bytes"`
 	// StartupTimeout bounds a client's startup and authentication
 	// (default 10s).
 	StartupTimeout time.Duration `yaml:"startup_timeout"`
@@ -157,6 +161,7 @@ func Default() Config {
 
 		MaxClientConns:         100,
 		MaxMessageBytes:        64 << 20,
+		AnalysisCacheBytes:     64 << 20,
 		StartupTimeout:         10 * time.Second,
 		UpstreamConnectTimeout: 10 * time.Second,
 		ShutdownTimeout:        30 * time.Second,
@@ -363,6 +368,9 @@ func (c *Config) validateLimits() error {
 	// anything past 1 GiB itself.
 	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1<<30-1 {
 		return fmt.Errorf("config: max_message_bytes: %d, want 1024 to 1073741823 (PostgreSQL's own limit)", c.MaxMessageBytes)
+	}
+	if c.AnalysisCacheBytes < 0 {
+		return fmt.Errorf("config: analysis_cache_bytes: %d, want 0 (no cache) or more", c.AnalysisCacheBytes)
 	}
 	for _, d := range []struct {
 		key string

@@ -17,11 +17,11 @@ func TestParse(t *testing.T) {
 		{name: "empty keeps defaults", yaml: "", want: Default()},
 		{name: "both keys", yaml: "listen: 0.0.0.0:7000\nupstream: db:5433\n",
 			want: func() Config { c := Default(); c.Listen, c.Upstream = "0.0.0.0:7000", "db:5433"; return c }()},
-		{name: "durations and limits", yaml: "startup_timeout: 2s\nshutdown_timeout: 1m30s\nupstream_connect_timeout: 500ms\nmax_client_conns: 7\nmax_message_bytes: 4096\n",
+		{name: "durations and limits", yaml: "startup_timeout: 2s\nshutdown_timeout: 1m30s\nupstream_connect_timeout: 500ms\nmax_client_conns: 7\nmax_message_bytes: 4096\nanalysis_cache_bytes: 0\n",
 			want: func() Config {
 				c := Default()
 				c.StartupTimeout, c.ShutdownTimeout, c.UpstreamConnectTimeout = 2*time.Second, 90*time.Second, 500*time.Millisecond
-				c.MaxClientConns, c.MaxMessageBytes = 7, 4096
+				c.MaxClientConns, c.MaxMessageBytes, c.AnalysisCacheBytes = 7, 4096, 0
 				return c
 			}()},
 		{name: "bad duration names line", yaml: "listen: a:1\nstartup_timeout: soon\n", wantErr: "proxy.yaml:2:"},
@@ -125,6 +125,7 @@ func TestValidateTLSAndLimits(t *testing.T) {
 		{"zero conns", func(c *Config) { c.MaxClientConns = 0 }, "max_client_conns: 0, want at least 1"},
 		{"tiny messages", func(c *Config) { c.MaxMessageBytes = 10 }, "max_message_bytes: 10, want 1024 to 1073741823"},
 		{"huge messages", func(c *Config) { c.MaxMessageBytes = 1 << 30 }, "max_message_bytes: 1073741824"},
+		{"negative analysis cache", func(c *Config) { c.AnalysisCacheBytes = -1 }, "analysis_cache_bytes: -1, want 0 (no cache) or more"},
 		{"zero timeout", func(c *Config) { c.ShutdownTimeout = 0 }, `shutdown_timeout: 0s, want a positive duration`},
 		{"negative timeout", func(c *Config) { c.StartupTimeout = -time.Second }, `startup_timeout: -1s`},
 		{"pprof without metrics_listen", func(c *Config) { c.DebugPprof = true }, "debug_pprof: needs metrics_listen"},

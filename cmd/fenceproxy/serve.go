@@ -172,7 +172,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 // fencingConfig turns the file's resources into the gate's policy.
 func fencingConfig(cfg config.Config) *gate.Config {
 	g := &gate.Config{
-		Analyzer:          gate.NewAnalyzer(pgwire.DefaultAnalyzerCacheSize),
+		Analyzer:          gate.NewAnalyzerBytes(pgwire.DefaultAnalyzerCacheSize, cfg.AnalysisCacheBytes),
 		DefaultResource:   cfg.DefaultResource,
 		ReadsCheckOnly:    cfg.Reads == "check",
 		TransactionTokens: cfg.TokenScope == "transaction",

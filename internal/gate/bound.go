@@ -25,6 +25,13 @@ const (
 	// MaxAnalyzeBytes is the longest text the proxy analyses; a longer one
 	// is refused (54000) where fencing is possible.
 	MaxAnalyzeBytes = 4 << 20
+	// maxParseTokens bounds the tokens of one text that the parser sees
+	// after reductions (constant lists and long literals shortened): the
+	// parse tree's round trip costs about 2 µs of CPU per token
+	// (BenchmarkAnalyzeAtTokenBound), so a message of names (TRUNCATE t0,
+	// …, tN; thousands of statements) costs at most about 0.2 s. A text
+	// with more is refused (54001) where fencing is possible.
+	maxParseTokens = 100_000
 )
 
 // SQLSTATEs of texts the proxy cannot analyse safely.
@@ -33,22 +40,72 @@ const (
 	codeTooLong    = sqlstate.ProgramLimitExceeded
 )
 
-// checkBounds returns an error for a text the parser must not see.
-func checkBounds(sql string) error {
+// prepare returns the text the parser is to see for sql, and the edits
+// that made it from sql (see reductions), or an error for a text the
+// parser must not see: too long (54000), nested too deeply or holding too
+// many tokens (54001). A text of up to safeParseBytes is parsed as it is.
+func prepare(sql string) (string, []edit, error) {
 	if len(sql) <= safeParseBytes {
-		return nil
+		return sql, nil, nil
 	}
 	if len(sql) > MaxAnalyzeBytes {
-		return &ParseError{Code: codeTooLong, Message: "statement of " + strconv.Itoa(len(sql)) + " bytes is longer than the proxy analyses (" + strconv.Itoa(MaxAnalyzeBytes) + ")"}
+		return "", nil, &ParseError{Code: codeTooLong, Message: "statement of " + strconv.Itoa(len(sql)) + " bytes is longer than the proxy analyses (" + strconv.Itoa(MaxAnalyzeBytes) + ")"}
 	}
-	res, err := pg_query.Scan(sql)
+	if reduceLarge && prescanLarge {
+		p, ok := prescan(sql)
+		switch {
+		case !ok:
+			// An unterminated quote or comment: PostgreSQL's scanner says
+			// so at once (it builds its result only for a text it reads).
+		case p.atLeast > maxParseTokens:
+			return "", nil, tooManyTokens("at least " + strconv.Itoa(p.atLeast))
+		case len(p.edits) > 0:
+			reduced := reduceText(sql, p.edits)
+			if toks, err := scanTokens(reduced); err == nil && verifyPrescan(p, toks) {
+				return reduced, p.edits, checkTokens(toks, countTokens(toks))
+			}
+		}
+	}
+	toks, err := scanTokens(sql)
 	if err != nil {
-		return newParseError(err)
+		return "", nil, newParseError(err)
 	}
-	if d := depthBound(res.GetTokens()); d > maxDepth {
+	if !reduceLarge {
+		return sql, nil, checkTokens(toks, 0)
+	}
+	edits, left := reductions(sql, toks)
+	if err := checkTokens(toks, left); err != nil {
+		return "", nil, err
+	}
+	return reduceText(sql, edits), edits, nil
+}
+
+// checkTokens refuses a text whose tokens nest too deeply for the parser,
+// or of which more than maxParseTokens (left of them) reach it.
+func checkTokens(toks []token, left int) error {
+	if d := depthBound(toks); d > maxDepth {
 		return &ParseError{Code: codeTooComplex, Message: "statement is too deeply nested for the proxy to analyse safely (" + strconv.Itoa(d) + " levels; at most " + strconv.Itoa(maxDepth) + ")"}
 	}
+	if left > maxParseTokens {
+		return tooManyTokens(strconv.Itoa(left))
+	}
 	return nil
+}
+
+// countTokens returns the number of toks that are not comments.
+func countTokens(toks []token) int {
+	n := 0
+	for _, t := range toks {
+		if t.kind != pg_query.Token_C_COMMENT && t.kind != pg_query.Token_SQL_COMMENT {
+			n++
+		}
+	}
+	return n
+}
+
+// tooManyTokens is the refusal of a text with n tokens left to parse.
+func tooManyTokens(n string) *ParseError {
+	return &ParseError{Code: codeTooComplex, Message: "statement has " + n + " tokens besides long lists of constants; the proxy parses at most " + strconv.Itoa(maxParseTokens) + " in one message (send fewer statements or names per message)"}
 }
 
 // depthBound returns an upper bound on the depth of the parse trees of the
@@ -61,14 +118,14 @@ func checkBounds(sql string) error {
 // number in a list (a bulk VALUES list stays flat). The ';' inside a
 // BEGIN ATOMIC body separates statements of one tree: from the first
 // ATOMIC on, each count starts from what came before it.
-func depthBound(toks []*pg_query.ScanToken) int {
+func depthBound(toks []token) int {
 	bound, depth, maxNest, levels, base := 0, 0, 0, 0, 0
 	atomic := false
 	for i, t := range toks {
-		if t.Token == pg_query.Token_ATOMIC {
+		if t.kind == pg_query.Token_ATOMIC {
 			atomic = true
 		}
-		switch t.Token {
+		switch t.kind {
 		case '(', '[':
 			depth++
 			maxNest = max(maxNest, depth)
@@ -101,10 +158,10 @@ func depthBound(toks []*pg_query.ScanToken) int {
 
 // signedNumber reports whether toks[i], a sign, stands between '(' or ','
 // and a number: PostgreSQL folds such a sign into the constant.
-func signedNumber(toks []*pg_query.ScanToken, i int) bool {
+func signedNumber(toks []token, i int) bool {
 	if i == 0 || i+1 >= len(toks) {
 		return false
 	}
-	prev, next := toks[i-1].Token, toks[i+1].Token
+	prev, next := toks[i-1].kind, toks[i+1].kind
 	return (prev == '(' || prev == ',') && (next == pg_query.Token_ICONST || next == pg_query.Token_FCONST)
 }

@@ -2,17 +2,23 @@ package gate
 
 import (
 	"container/list"
+	"reflect"
 	"strings"
 	"sync"
 )
 
-// maxCachedText bounds the length of a query text an Analyzer caches, so that
-// the cache's memory is bounded by size × maxCachedText. Longer texts (bulk
-// INSERTs with literal values, generated IN lists) are analysed every time.
+// maxCachedText bounds the length of a query text an Analyzer caches. Longer
+// texts (bulk INSERTs with literal values, generated IN lists) are analysed
+// every time.
 const maxCachedText = 64 << 10
 
+// DefaultAnalysisCacheBytes is the memory an Analyzer made by NewAnalyzer may
+// retain for its cached texts and analyses.
+const DefaultAnalysisCacheBytes = 64 << 20
+
 // Analyzer memoizes Analyze in a least-recently-used cache keyed by the exact
-// query text, bounded by entry count. It is safe for concurrent use and meant
+// query text, bounded by entry count and by the bytes the entries retain
+// (see NewAnalyzerBytes). It is safe for concurrent use and meant
 // to be shared by every session of a proxy: the hot path is one map lookup
 // under a mutex, with no parse and no allocation.
 //
@@ -31,11 +37,13 @@ const maxCachedText = 64 << 10
 // they lex alike: a miss on the exact text looks up its shape before
 // parsing.
 type Analyzer struct {
-	size int
+	size     int
+	maxBytes int // bound on the sum of the entries' cost
 
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *cacheEntry
 	lru     list.List                // front = most recently used
+	bytes   int                      // sum of the entries' cost
 
 	shapesOnce sync.Once
 	byShape    *Analyzer // see shapes
@@ -46,12 +54,30 @@ type cacheEntry struct {
 	a      *Analysis
 	err    error
 	sqlLen int // shapes: the length of the text a was made from
+	cost   int // the bytes the entry retains (entryCost)
 }
 
 // NewAnalyzer returns an Analyzer that keeps the results for up to size
-// distinct query texts. size <= 0 disables caching: every call parses.
+// distinct query texts, in at most DefaultAnalysisCacheBytes. size <= 0
+// disables caching: every call parses.
 func NewAnalyzer(size int) *Analyzer {
-	return &Analyzer{size: size, entries: make(map[string]*list.Element, max(size, 0))}
+	return NewAnalyzerBytes(size, DefaultAnalysisCacheBytes)
+}
+
+// NewAnalyzerBytes returns an Analyzer that keeps the results for up to size
+// distinct query texts and evicts the least recently used ones while its
+// entries retain more than maxBytes: the texts, and the analyses with their
+// statement texts, table names and slices, as estimated by entryCost (an
+// estimate that never counts less than the strings and slices an entry
+// holds). The cache of literal shapes (see Analyze) is bounded alike, in the
+// same budget: each of the two caches keeps at most half of maxBytes. An
+// entry larger than that half is not cached. size <= 0 or maxBytes <= 0
+// disables caching: every call parses.
+func NewAnalyzerBytes(size, maxBytes int) *Analyzer {
+	if maxBytes <= 0 {
+		size = 0
+	}
+	return &Analyzer{size: size, maxBytes: maxBytes / 2, entries: make(map[string]*list.Element, min(max(size, 0), 1024))}
 }
 
 // Analyze returns Analyze(sql), from the cache when sql was analysed before.
@@ -89,7 +115,7 @@ func (c *Analyzer) Analyze(sql string) (*Analysis, error) {
 // parse. It holds single-statement analyses only and is as large as c.
 func (c *Analyzer) shapes() *Analyzer {
 	c.shapesOnce.Do(func() {
-		c.byShape = &Analyzer{size: c.size, entries: make(map[string]*list.Element, c.size)}
+		c.byShape = &Analyzer{size: c.size, maxBytes: c.maxBytes, entries: make(map[string]*list.Element, min(c.size, 1024))}
 	})
 	return c.byShape
 }
@@ -136,18 +162,90 @@ func (c *Analyzer) insert(sql string, a *Analysis, err error) {
 }
 
 func (c *Analyzer) insertLen(sql string, a *Analysis, err error, sqlLen int) {
+	cost := entryCost(sql, a, err, sqlLen)
+	if cost > c.maxBytes {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[sql]; ok {
 		c.lru.MoveToFront(el)
 		e := el.Value.(*cacheEntry)
-		e.a, e.err, e.sqlLen = a, err, sqlLen
-		return
+		c.bytes += cost - e.cost
+		e.a, e.err, e.sqlLen, e.cost = a, err, sqlLen, cost
+	} else {
+		c.entries[sql] = c.lru.PushFront(&cacheEntry{sql: sql, a: a, err: err, sqlLen: sqlLen, cost: cost})
+		c.bytes += cost
 	}
-	c.entries[sql] = c.lru.PushFront(&cacheEntry{sql: sql, a: a, err: err, sqlLen: sqlLen})
-	for c.lru.Len() > c.size {
+	for c.lru.Len() > c.size || c.bytes > c.maxBytes {
 		oldest := c.lru.Back()
+		e := oldest.Value.(*cacheEntry)
 		c.lru.Remove(oldest)
-		delete(c.entries, oldest.Value.(*cacheEntry).sql)
+		delete(c.entries, e.sql)
+		c.bytes -= e.cost
 	}
+}
+
+// Bytes returns the estimated memory the cached entries retain (entryCost
+// summed), shapes included.
+func (c *Analyzer) Bytes() int {
+	if c == nil {
+		return 0
+	}
+	return c.ownBytes() + c.shapes().ownBytes()
+}
+
+func (c *Analyzer) ownBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
+// Sizes of what an entry holds besides its strings: the list element, the
+// entry, the map slot (key string header, element pointer, and a share of
+// the map's control bytes), the Analysis and each Statement.
+var (
+	entryOverhead = int(reflect.TypeFor[list.Element]().Size()+reflect.TypeFor[cacheEntry]().Size()) + 32
+	analysisSize  = int(reflect.TypeFor[Analysis]().Size())
+	statementSize = int(reflect.TypeFor[Statement]().Size())
+	tableRefSize  = int(reflect.TypeFor[TableRef]().Size())
+)
+
+// entryCost estimates the bytes a cache entry retains: its key, the text
+// the analysis was made from (a shape entry's statement texts point into a
+// text other than its key), and the analysis. Every string is counted in
+// full even where it shares its bytes with another (a statement's Text is
+// a slice of the text), so the estimate errs high. An error is counted by
+// its message.
+func entryCost(key string, a *Analysis, err error, sqlLen int) int {
+	n := entryOverhead + len(key) + sqlLen
+	if err != nil {
+		n += len(err.Error()) + 64
+	}
+	if a != nil {
+		n += analysisSize
+		for i := range a.Statements {
+			n += statementCost(&a.Statements[i])
+		}
+	}
+	return n
+}
+
+// stringCost is the heap a string of its own (a name decoded from the
+// parse tree) takes, with a margin: the allocator rounds small objects up
+// to its size classes (8, 16, 24, 32, 48, …).
+func stringCost(s string) int { return (len(s)+15)&^15 + 8 }
+
+// statementCost estimates the bytes a Statement retains, its own struct
+// included.
+func statementCost(st *Statement) int {
+	n := statementSize + len(st.Text) + stringCost(st.Name) + stringCost(st.execName) + stringCost(st.Directives.Resource)
+	n += cap(st.Writes) * tableRefSize
+	for _, w := range st.Writes {
+		n += stringCost(w.Schema) + stringCost(w.Name)
+	}
+	if st.Prepared != nil {
+		n += statementCost(st.Prepared)
+	}
+	return n
 }

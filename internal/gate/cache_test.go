@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -108,4 +109,47 @@ func TestAnalyzerCacheHitAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { c.Analyze(sql) }); n != 0 {
 		t.Errorf("cache hit allocates %v times, want 0", n)
 	}
+}
+
+// TestAnalyzerBoundsRetainedBytes fills a cache with analyses much larger
+// than their texts (TRUNCATE of many tables: one TableRef per name) and
+// checks that what the cache keeps alive, measured on the heap, stays within
+// its byte bound, long before the entry bound matters.
+func TestAnalyzerBoundsRetainedBytes(t *testing.T) {
+	const maxBytes = 1 << 20
+	const texts = 40
+	// The first parse builds the protobuf decoder's tables: not the cache's.
+	if _, err := Analyze("TRUNCATE a.b, c"); err != nil {
+		t.Fatal(err)
+	}
+	before := liveHeap()
+	c := NewAnalyzerBytes(100000, maxBytes)
+	for i := range texts {
+		sql := "TRUNCATE " + join(1000, ", ", fmt.Sprintf("schema_%d.table_with_a_long_name_%%d", i))
+		if _, err := c.Analyze(sql); err != nil {
+			t.Fatal(err)
+		}
+		if c.Bytes() > maxBytes {
+			t.Fatalf("Bytes = %d > %d after %d texts", c.Bytes(), maxBytes, c.Len())
+		}
+	}
+	retained := liveHeap() - before
+	if c.Len() == 0 || c.Len() == texts {
+		t.Fatalf("Len = %d of %d texts: want the byte bound to evict some and keep some", c.Len(), texts)
+	}
+	if retained > maxBytes {
+		t.Errorf("the cache retains %d bytes of heap (%d entries, estimated %d), more than its bound %d", retained, c.Len(), c.Bytes(), maxBytes)
+	}
+	if retained > c.Bytes() {
+		t.Errorf("the estimate, %d bytes, is below the %d bytes the cache retains", c.Bytes(), retained)
+	}
+	runtime.KeepAlive(c)
+}
+
+// liveHeap returns the bytes of live heap objects after a collection.
+func liveHeap() int {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int(m.HeapAlloc)
 }

@@ -191,7 +191,9 @@ type Analysis struct {
 // Analyze parses sql, a simple-protocol Query string or an extended-protocol
 // Parse message's text, with PostgreSQL's own parser and classifies each
 // statement in it. It is pure and safe for concurrent use; it parses every
-// time (use an Analyzer to memoize).
+// time (use an Analyzer to memoize). A text longer than safeParseBytes is
+// parsed without the bulk of its long constant lists and literals (see
+// reductions); a syntax error in it then carries no Position.
 //
 // Errors: *ParseError when PostgreSQL would reject the text as a syntax
 // error (or it contains a NUL byte); *TokenError or *DirectiveError when a
@@ -201,18 +203,24 @@ func Analyze(sql string) (*Analysis, error) {
 	if strings.IndexByte(sql, 0) >= 0 {
 		return nil, &ParseError{Message: "query text contains a NUL byte"}
 	}
-	if err := checkBounds(sql); err != nil {
+	text, edits, err := prepare(sql)
+	if err != nil {
 		return nil, err
 	}
-	tree, err := pg_query.Parse(sql)
+	tree, err := pg_query.Parse(text)
 	if err != nil {
-		return nil, newParseError(err)
+		pe := newParseError(err)
+		if len(edits) > 0 {
+			pe.Position = 0 // a position in the reduced text
+		}
+		return nil, pe
 	}
 	a := &Analysis{Statements: make([]Statement, len(tree.Stmts))}
+	spans := offsets{edits: edits}
 	for i, raw := range tree.Stmts {
-		start, end := int(raw.StmtLocation), len(sql)
+		start, end := spans.orig(int(raw.StmtLocation)), len(sql)
 		if raw.StmtLen > 0 {
-			end = start + int(raw.StmtLen)
+			end = spans.orig(int(raw.StmtLocation + raw.StmtLen))
 		}
 		if start < 0 || start > end || end > len(sql) {
 			return nil, &ParseError{Message: "parser returned a statement outside the text"}

@@ -72,8 +72,12 @@
 // [Analysis] per string; [ParseDirectives] reads fencing directives from
 // comments found by PostgreSQL's own scanner, so comment-like text inside
 // string literals, quoted identifiers and dollar-quoted bodies is never taken
-// for a directive. [Analyzer] memoizes Analyze in a bounded LRU keyed by the
-// query text, so the hot path does not parse the same text twice.
+// for a directive. [Analyzer] memoizes Analyze in an LRU keyed by the query
+// text and bounded in entries and in bytes, so the hot path does not parse
+// the same text twice. A text over 16 KiB is parsed without the bulk of its
+// long constant lists and literals, which the classification never reads
+// (reduce.go, prescan.go), and refused (54001) when more than 100,000 other
+// tokens would reach the parser.
 //
 // # Concurrency
 //
