@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
 )
 
 // joinN renders n parts of format (taking the part's index) joined by sep.
@@ -90,4 +89,3 @@ func TestLargeMessagesOfNamesAreRefused(t *testing.T) {
 		t.Errorf("balance = %d, want 3", got)
 	}
 }
-

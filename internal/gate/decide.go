@@ -250,10 +250,6 @@ const (
 	actRaise
 )
 
-func raise(code, message string) action {
-	return action{kind: actRaise, refuse: refusal{code: code, message: message}}
-}
-
 func raiseR(r refusal) action { return action{kind: actRaise, refuse: r} }
 
 // decide returns what must run before st, and updates the unit's prediction

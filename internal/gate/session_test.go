@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -166,11 +165,6 @@ func syncMsg() Msg                 { return Msg{Type: 'S'} }
 // refusalText is the statement the gate injects to refuse with r.
 func refusalText(r refusal) string {
 	return strings.ReplaceAll(string(r.sql()), reservedPrefix, "~")
-}
-
-// raiseText is the statement the gate injects to refuse.
-func raiseText(code, msg string) string {
-	return strings.ReplaceAll(string(hwm.AppendRaise(nil, code, msg)), reservedPrefix, "~")
 }
 
 func TestQueryInjection(t *testing.T) {
