@@ -170,11 +170,17 @@ const (
 // The C guard: ext/fence_guard builds a shared library whose function makes
 // guardBody's decision in C, without a PL/pgSQL call or an SPI query (docs/guard.md,
 // "What it costs", has both measured): the same fast path, then
-// fence.passed, then 55Z02. fenceproxy protect, as a superuser (only a
-// superuser may create a C function), swaps fence.guard to it with CREATE
-// OR REPLACE, which keeps the function's oid, owner and grants, so every
-// installed trigger follows; PLpgSQLGuardSQL swaps it back. Migration 7,
-// which replaces the PL/pgSQL body, leaves a C fence.guard alone.
+// fence.passed, then 55Z02. It is installed as the extension fence_guard:
+// make install puts the library in the server's $libdir and
+// fence_guard.control with its script (which creates no object) in its
+// share directory. fenceproxy protect, as a superuser (only a superuser may
+// create a C function or this extension), runs CREATE EXTENSION and swaps
+// fence.guard to the library's function with CREATE OR REPLACE, which keeps
+// the function's oid, owner and grants, so every installed trigger follows;
+// PLpgSQLGuardSQL swaps it back. fence.guard stays the fence store's
+// function, not the extension's: DROP EXTENSION leaves it and its triggers.
+// Migration 7, which replaces the PL/pgSQL body, leaves a C fence.guard
+// alone.
 //
 // A new decision, or new messages, get a new symbol; the library keeps the
 // old ones, so that a store whose fence.guard names one keeps working (with
@@ -182,9 +188,14 @@ const (
 // swaps it. fence_guard_v1 raised the one-line message of store version 6
 // and earlier; fence_guard_v2 raises guardBody's message, DETAIL and HINT.
 const (
-	CGuardLibrary = "$libdir/fence_guard"
-	CGuardSymbol  = "fence_guard_v2"
+	CGuardExtension = "fence_guard"
+	CGuardLibrary   = "$libdir/fence_guard"
+	CGuardSymbol    = "fence_guard_v2"
 )
+
+// CGuardExtensionSQL creates the extension; 58P01 when the server has no
+// fence_guard.control (the extension is not installed).
+const CGuardExtensionSQL = "CREATE EXTENSION IF NOT EXISTS " + CGuardExtension
 
 // CGuardSQL makes fence.guard the C function. PostgreSQL checks the library
 // and the symbol when it runs this: 58P01 when the library is missing,
