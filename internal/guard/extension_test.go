@@ -66,4 +66,16 @@ func TestCGuardExtension(t *testing.T) {
 	if _, err := e.connect(t, e.app).Exec(ctx, "INSERT INTO jobs VALUES (1, 1)"); code(t, err) != "55Z02" {
 		t.Fatalf("unchecked insert under the C guard: %v, want 55Z02", err)
 	}
+	// A store whose fence.guard names the library's older symbol (made by
+	// an earlier protect) still refuses after the library is upgraded,
+	// and protect swaps it to the current one.
+	if _, err := super.Exec(ctx, "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '"+hwm.CGuardLibrary+"', 'fence_guard_v1'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.connect(t, e.app).Exec(ctx, "INSERT INTO jobs VALUES (1, 1)"); code(t, err) != "55Z02" {
+		t.Fatalf("unchecked insert under fence_guard_v1: %v, want 55Z02", err)
+	}
+	if rep := e.protect(t, guard.Options{}); !slices.Equal(rep.SQL, []string{hwm.CGuardSQL}) {
+		t.Errorf("protect with fence_guard_v1 ran %q, want only %s", rep.SQL, hwm.CGuardSQL)
+	}
 }
