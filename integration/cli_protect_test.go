@@ -15,7 +15,9 @@ import (
 
 // TestProtectCommand: protect refuses a name that matches no table (naming
 // file and line), prints SQL on --dry-run without changing anything,
-// installs, says so again as a no-op, and removes; serve with admin_dsn and
+// installs, says so again as a no-op, chooses fence.guard's implementation
+// (the C guard from the extension fence_guard, saying so only with
+// --verbose), and removes; serve with admin_dsn and
 // guard_verify: strict refuses to start while the guard does not match.
 func TestProtectCommand(t *testing.T) {
 	pg := harness.Postgres(t)
@@ -80,6 +82,18 @@ func TestProtectCommand(t *testing.T) {
 	}
 	if out, err = fp("protect", "--dsn", dsn, "--config", cfg, "--guard", "c"); err != nil || guardImpl() != "c" {
 		t.Fatalf("protect --guard c: %v\n%s", err, out)
+	}
+	// The C guard is the extension fence_guard; which implementation
+	// fence.guard is, and how to build the C guard, only with --verbose.
+	var ext string
+	if err := connect(t, dsn, pgx.QueryExecModeExec).QueryRow(t.Context(), "SELECT extversion FROM pg_extension WHERE extname = 'fence_guard'").Scan(&ext); err != nil {
+		t.Fatalf("extension fence_guard after protect --guard c: %v", err)
+	}
+	if strings.Contains(out, "info:") || strings.Contains(out, "note:") || strings.Contains(out, "make -C ext/fence_guard") {
+		t.Fatalf("protect --guard c printed notes unasked:\n%s", out)
+	}
+	if out, err = fp("protect", "--dsn", dsn, "--config", cfg, "--verbose"); err != nil || !strings.Contains(out, "already up to date\ninfo: fence.guard is the C guard (extension fence_guard") {
+		t.Fatalf("protect --verbose: %v\n%s", err, out)
 	}
 	if out, err = fp("protect", "--dsn", dsn, "--remove"); err != nil || !strings.Contains(out, "database guard removed") {
 		t.Fatalf("remove: %v\n%s", err, out)

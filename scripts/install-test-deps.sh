@@ -63,8 +63,9 @@ fi
 # The C guard (ext/fence_guard), for the guard tests that run both
 # implementations: the server's headers and PGXS (postgresql-server-dev-NN,
 # NN the server the tests use, found as internal/pgcluster finds it), then
-# the library built into that server's $libdir (make only rebuilds what
-# changed).
+# the extension built and installed into that server: the library into its
+# $libdir, fence_guard.control and the script into its share directory, where
+# CREATE EXTENSION fence_guard finds them (make only rebuilds what changed).
 pg_bin=${PG_BIN:-}
 if [ -z "$pg_bin" ] && command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
 	pg_bin=$(pg_config --bindir)
@@ -81,9 +82,15 @@ if [ ! -f "$pgxs" ] || [ ! -f "$server_h" ]; then
 	apt_install "postgresql-server-dev-$major" # for ext/fence_guard
 fi
 libdir=$("$pg_config_bin" --pkglibdir)
+extdir=$("$pg_config_bin" --sharedir)/extension
 make -s -C ext/fence_guard PG_CONFIG="$pg_config_bin"
-if ! cmp -s ext/fence_guard/fence_guard.so "$libdir/fence_guard.so"; then
-	echo "install-test-deps: installing ext/fence_guard into $libdir" >&2
+installed=yes
+cmp -s ext/fence_guard/fence_guard.so "$libdir/fence_guard.so" || installed=no
+for f in ext/fence_guard/fence_guard.control ext/fence_guard/fence_guard--*.sql; do
+	cmp -s "$f" "$extdir/$(basename "$f")" || installed=no
+done
+if [ "$installed" = no ]; then
+	echo "install-test-deps: installing the extension ext/fence_guard into $libdir and $extdir" >&2
 	as_root make -s -C ext/fence_guard PG_CONFIG="$pg_config_bin" install
 fi
 

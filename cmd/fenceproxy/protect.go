@@ -14,7 +14,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
-const protectUsage = `Usage: fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove] [--guard auto|c|plpgsql]
+const protectUsage = `Usage: fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove] [--guard auto|c|plpgsql] [--verbose]
 
 Installs the database guard: for every table under resources: with
 require_token: true, a trigger on the table, its partitions and inheritance
@@ -27,8 +27,9 @@ event triggers that refuse DDL on those tables (ALTER, DROP, RENAME, COMMENT,
 DROP SCHEMA … CASCADE, …) without a check; otherwise it says they are missing.
 
 The trigger function fence.guard is PL/pgSQL, or C (about ten times cheaper per
-write statement) when the library ext/fence_guard is installed in the server
-and protect runs as a superuser; --guard chooses.
+write statement) when the extension fence_guard (ext/fence_guard, see
+docs/guard.md) is installed in the server and protect runs as a superuser;
+--guard chooses, --verbose says which it is and why.
 
 Run it as the role that ran fenceproxy migrate (or a superuser), after
 migrate. Running it again changes only what differs from the config; a table
@@ -43,7 +44,8 @@ func runProtect(ctx context.Context, args []string, getenv func(string) string, 
 	cfgPath := fs.String("config", getenv("FENCEPROXY_CONFIG"), "config `file` (YAML) whose resources: name the tables")
 	dryRun := fs.Bool("dry-run", false, "print the SQL it would run, change nothing")
 	remove := fs.Bool("remove", false, "take the guard out: every guard trigger, the registry, the event triggers")
-	impl := fs.String("guard", "auto", "fence.guard's `implementation`: auto (c when the role is a superuser and the library is installed, else plpgsql), c, or plpgsql")
+	impl := fs.String("guard", "auto", "fence.guard's `implementation`: auto (c when the role is a superuser and the extension fence_guard is installed, else plpgsql), c, or plpgsql")
+	verbose := fs.Bool("verbose", false, "also say which implementation fence.guard is and why (how to install the C guard when it is missing)")
 	if err := parseOnlyFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
@@ -78,12 +80,13 @@ func runProtect(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	printReport(stdout, rep, *dryRun, *remove)
+	printReport(stdout, rep, *dryRun, *remove, *verbose)
 	return nil
 }
 
-// printReport prints the SQL (dry run) or a summary, then the notes.
-func printReport(w io.Writer, rep guard.Report, dryRun, remove bool) {
+// printReport prints the SQL (dry run) or a summary, then the notes, and
+// with verbose what protect chose.
+func printReport(w io.Writer, rep guard.Report, dryRun, remove, verbose bool) {
 	switch {
 	case dryRun:
 		fmt.Fprintln(w, "-- dry run: nothing was changed; fenceproxy protect would run:")
@@ -99,6 +102,11 @@ func printReport(w io.Writer, rep guard.Report, dryRun, remove bool) {
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)
+	}
+	if verbose {
+		for _, n := range rep.Info {
+			fmt.Fprintln(w, "info:", n)
+		}
 	}
 }
 

@@ -12,7 +12,8 @@
  *     guard's fast path;
  *   - otherwise it calls fence.passed(resource), the same SQL function the
  *     PL/pgSQL guard calls (checks inside savepoints and the rare cases);
- *   - otherwise it refuses with SQLSTATE 55Z02.
+ *   - otherwise it refuses with SQLSTATE 55Z02 (message, DETAIL and HINT, as
+ *     the PL/pgSQL guard raises them).
  *
  * Every doubt (a missing table, column or index, an unexpected shape) goes to
  * fence.passed, which decides as the PL/pgSQL guard would.
@@ -53,6 +54,7 @@
 PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(fence_guard_v1);
+PG_FUNCTION_INFO_V1(fence_guard_v2);
 
 void		_PG_init(void);
 
@@ -246,8 +248,36 @@ op_name(TriggerEvent event)
 	return "TRUNCATE";
 }
 
-Datum
-fence_guard_v1(PG_FUNCTION_ARGS)
+/*
+ * refuse raises 55Z02 for a write to rel without a check of resource: in the
+ * style of store version 7 (message, DETAIL and HINT, as the PL/pgSQL
+ * guard raises them), or, for fence_guard_v1, the one-line message of
+ * version 6 and earlier, which an older fenceproxy's refusal log reads.
+ */
+static void
+refuse(TriggerEvent event, Relation rel, const char *resource, bool v1)
+{
+	const char *op = op_name(event);
+	const char *nsp = quote_identifier(get_namespace_name(RelationGetNamespace(rel)));
+	const char *name = quote_identifier(RelationGetRelationName(rel));
+
+	if (v1)
+		ereport(ERROR,
+				(errcode(MAKE_SQLSTATE('5', '5', 'Z', '0', '2')),
+				 errmsg("fencing token required: %s on %s.%s refused: the table is protected by resource \"%s\" and this transaction has not passed a fence check for it",
+						op, nsp, name, resource),
+				 errhint("Write through fenceproxy with a fencing token, or CALL fence.check(…) for this resource earlier in the same transaction.")));
+	ereport(ERROR,
+			(errcode(MAKE_SQLSTATE('5', '5', 'Z', '0', '2')),
+			 errmsg("fencing token required: %s on %s.%s needs a fence check for resource \"%s\"",
+					op, nsp, name, resource),
+			 errdetail("The table is protected by the database guard, and this transaction has not passed a fence check for the resource."),
+			 errhint("Write through fenceproxy with a fencing token, or CALL fence.check(…) for the resource earlier in the same transaction.")));
+}
+
+/* guard is fence.guard's decision, refusing in the style of v1 or v2. */
+static Datum
+guard(FunctionCallInfo fcinfo, bool v1)
 {
 	TriggerData *td;
 	Trigger    *tg;
@@ -266,18 +296,28 @@ fence_guard_v1(PG_FUNCTION_ARGS)
 	for (i = 0; i < tg->tgnargs; i++)
 	{
 		const char *resource = tg->tgargs[i];
-		Relation	rel = td->tg_relation;
 
 		if (mark_taken_here(resource) || passed(resource))
 			continue;
-		ereport(ERROR,
-				(errcode(MAKE_SQLSTATE('5', '5', 'Z', '0', '2')),
-				 errmsg("fencing token required: %s on %s.%s refused: the table is protected by resource \"%s\" and this transaction has not passed a fence check for it",
-						op_name(td->tg_event),
-						quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
-						quote_identifier(RelationGetRelationName(rel)),
-						resource),
-				 errhint("Write through fenceproxy with a fencing token, or CALL fence.check(…) for this resource earlier in the same transaction.")));
+		refuse(td->tg_event, td->tg_relation, resource, v1);
 	}
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * fence_guard_v2 is fence.guard as fenceproxy protect installs it now;
+ * fence_guard_v1 is the same decision with the older message, kept so that
+ * a store whose fence.guard names it keeps working after the library is
+ * upgraded, until protect swaps it.
+ */
+Datum
+fence_guard_v2(PG_FUNCTION_ARGS)
+{
+	return guard(fcinfo, false);
+}
+
+Datum
+fence_guard_v1(PG_FUNCTION_ARGS)
+{
+	return guard(fcinfo, true);
 }

@@ -50,6 +50,7 @@ type Options struct {
 type Report struct {
 	SQL   []string // the statements, in order
 	Notes []string // what could not be done, one sentence each
+	Info  []string // what it chose and why (fence.guard's implementation), for protect --verbose
 }
 
 // Protect makes the guard match entries (idempotent: a second run changes
@@ -135,6 +136,10 @@ func (r *runner) change(ctx context.Context, sql string, args ...any) error {
 
 func (r *runner) note(format string, args ...any) {
 	r.rep.Notes = append(r.rep.Notes, fmt.Sprintf(format, args...))
+}
+
+func (r *runner) info(format string, args ...any) {
+	r.rep.Info = append(r.rep.Info, fmt.Sprintf(format, args...))
 }
 
 // install writes the registry rows of entries, sets fence.guard's

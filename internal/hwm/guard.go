@@ -149,31 +149,57 @@ BEGIN
 		CONTINUE WHEN FOUND;
 		IF NOT fence.passed(TG_ARGV[i]) THEN
 			RAISE EXCEPTION USING ERRCODE = '` + CodeTokenRequired + `',
-				MESSAGE = pg_catalog.format('fencing token required: %s on %I.%I refused: the table is protected by resource "%s" and this transaction has not passed a fence check for it',
+				MESSAGE = pg_catalog.format('fencing token required: %s on %I.%I needs a fence check for resource "%s"',
 					TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[i]),
-				HINT = 'Write through fenceproxy with a fencing token, or CALL fence.check(…) for this resource earlier in the same transaction.';
+				DETAIL = '` + guardDetail + `',
+				HINT = '` + guardHint + `';
 		END IF;
 	END LOOP;
 	RETURN NULL;
 END
 `
 
+// guardDetail and guardHint are fence.guard's DETAIL and HINT for a write
+// without a check; the C guard (ext/fence_guard) raises the same message,
+// detail and hint (the guard tests run both).
+const (
+	guardDetail = "The table is protected by the database guard, and this transaction has not passed a fence check for the resource."
+	guardHint   = "Write through fenceproxy with a fencing token, or CALL fence.check(…) for the resource earlier in the same transaction."
+)
+
 // The C guard: ext/fence_guard builds a shared library whose function makes
 // guardBody's decision in C, without a PL/pgSQL call or an SPI query (docs/guard.md,
 // "What it costs", has both measured): the same fast path, then
-// fence.passed, then 55Z02. fenceproxy protect, as a superuser (only a
-// superuser may create a C function), swaps fence.guard to it with CREATE
-// OR REPLACE, which keeps the function's oid, owner and grants, so every
-// installed trigger follows; PLpgSQLGuardSQL swaps it back. A migration that
-// replaces fence.guard brings back the PL/pgSQL body; protect swaps again.
+// fence.passed, then 55Z02. It is installed as the extension fence_guard:
+// make install puts the library in the server's $libdir and
+// fence_guard.control with its script (which creates no object) in its
+// share directory. fenceproxy protect, as a superuser (only a superuser may
+// create a C function or this extension), runs CREATE EXTENSION and swaps
+// fence.guard to the library's function with CREATE OR REPLACE, which keeps
+// the function's oid, owner and grants, so every installed trigger follows;
+// PLpgSQLGuardSQL swaps it back. fence.guard stays the fence store's
+// function, not the extension's: DROP EXTENSION leaves it and its triggers.
+// Migration 7, which replaces the PL/pgSQL body, leaves a C fence.guard
+// alone.
+//
+// A new decision, or new messages, get a new symbol; the library keeps the
+// old ones, so that a store whose fence.guard names one keeps working (with
+// that symbol's messages, which an older fenceproxy parses) until protect
+// swaps it. fence_guard_v1 raised the one-line message of store version 6
+// and earlier; fence_guard_v2 raises guardBody's message, DETAIL and HINT.
 const (
-	CGuardLibrary = "$libdir/fence_guard"
-	CGuardSymbol  = "fence_guard_v1" // a new decision gets a new symbol
+	CGuardExtension = "fence_guard"
+	CGuardLibrary   = "$libdir/fence_guard"
+	CGuardSymbol    = "fence_guard_v2"
 )
+
+// CGuardExtensionSQL creates the extension; 58P01 when the server has no
+// fence_guard.control (the extension is not installed).
+const CGuardExtensionSQL = "CREATE EXTENSION IF NOT EXISTS " + CGuardExtension
 
 // CGuardSQL makes fence.guard the C function. PostgreSQL checks the library
 // and the symbol when it runs this: 58P01 when the library is missing,
-// 42883 when it has no such function.
+// 42883 when it has no such function (a library older than this binary).
 const CGuardSQL = `CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '` +
 	CGuardLibrary + `', '` + CGuardSymbol + `'`
 
@@ -375,8 +401,9 @@ BEGIN
 	LOOP
 		IF NOT fence.passed(r.resource) THEN
 			RAISE EXCEPTION USING ERRCODE = '` + CodeTokenRequired + `',
-				MESSAGE = pg_catalog.format('fencing token required: %s on protected table %s refused: this transaction has not passed a fence check for resource "%s"', p_tag, r.rel, r.resource),
-				HINT = 'Run the DDL through fenceproxy with a fencing token, or CALL fence.check(…) for this resource earlier in the same transaction.';
+				MESSAGE = pg_catalog.format('fencing token required: %s on protected table %s needs a fence check for resource "%s"', p_tag, r.rel, r.resource),
+				DETAIL = 'DDL on a protected table, or on what its data uses, needs the same fence check as a write, and this transaction has not passed it.',
+				HINT = 'Run the DDL through fenceproxy with a fencing token, or CALL fence.check(…) for the resource earlier in the same transaction.';
 		END IF;
 	END LOOP;
 END
@@ -539,8 +566,9 @@ BEGIN
 	LOOP
 		IF NOT fence.passed(r.resource) THEN
 			RAISE EXCEPTION USING ERRCODE = '` + CodeTokenRequired + `',
-				MESSAGE = pg_catalog.format('fencing token required: %s … CONCURRENTLY on protected table %s refused: a concurrent command commits before it ends and cannot run in a transaction block, so no fence check for resource "%s" can cover it', TG_TAG, r.rel, r.resource),
-				HINT = 'Run it without CONCURRENTLY in a transaction that passed a fence check for this resource: through fenceproxy with a fencing token, or after CALL fence.check(…).';
+				MESSAGE = pg_catalog.format('fencing token required: %s … CONCURRENTLY on protected table %s cannot be fenced for resource "%s"', TG_TAG, r.rel, r.resource),
+				DETAIL = 'A concurrent command commits before it ends and cannot run in a transaction block, so no fence check can cover it.',
+				HINT = 'Run it without CONCURRENTLY in a transaction that passed a fence check for the resource: through fenceproxy with a fencing token, or after CALL fence.check(…).';
 		END IF;
 	END LOOP;
 END

@@ -1,10 +1,12 @@
 package hwm_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestMarksNeverGoDown checks that the store itself refuses every write that
@@ -187,5 +189,46 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	}
 	if err != nil || !rels || !drop || !start {
 		t.Errorf("after upgrade: ddl_relations follows pg_depend %v, drop_guard counts defaults %v, ddl_start exists %v (%v)", rels, drop, start, err)
+	}
+}
+
+// TestUpgradeFromVersion6: a store at version 6 (here with a fence.check
+// that raises a one-line 55Z02, as a stand-in for version 6's) is reported,
+// and migrate brings version 7's refusals with DETAIL and HINT, leaving a C
+// fence.guard (the operator's choice) as it was.
+func TestUpgradeFromVersion6(t *testing.T) {
+	db := newStore(t)
+	c := db.super(t)
+	ctx := t.Context()
+	if _, err := c.Exec(ctx, `SELECT 1`+dropVersion7+`;
+		CREATE OR REPLACE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text,
+			p_default_resource text, p_require_token boolean, p_advance boolean)
+		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+		AS $$BEGIN RAISE EXCEPTION USING ERRCODE = '55Z02', MESSAGE = 'one long line'; END$$;
+		`+hwm.CGuardSQL); err != nil {
+		t.Fatal(err)
+	}
+	st, err := hwm.Status(ctx, session{c})
+	if err != nil || st.OK() || st.Version != 6 || !strings.Contains(st.String(), "version 6 is older than "+latest) {
+		t.Fatalf("version 6 store: %v, %v", st, err)
+	}
+	res, err := hwm.Migrate(ctx, session{c})
+	if err != nil || res.String() != "upgraded fence schema from version 6 to "+latest {
+		t.Fatalf("Migrate = %v, %v", res, err)
+	}
+	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+		t.Fatalf("after upgrade: %v, %v", st, err)
+	}
+	err = inTx(ctx, c, "BEGIN", func() error {
+		return call(ctx, c, hwm.CheckArgs{TableResource: "r", RequireToken: true, Advance: true})
+	})
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Message != `fencing token required for resource "r"` || pe.Detail == "" || pe.Hint == "" {
+		t.Errorf("after upgrade: %v (DETAIL %q, HINT %q), want version 7's 55Z02", err, pe.Detail, pe.Hint)
+	}
+	var impl string
+	var super bool
+	if err := c.QueryRow(ctx, hwm.GuardImplQuery).Scan(&impl, &super); err != nil || impl != "c" {
+		t.Errorf("fence.guard after upgrade: %q, %v; want the C guard kept", impl, err)
 	}
 }

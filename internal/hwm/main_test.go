@@ -118,9 +118,13 @@ func callLiteral(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
 	return err
 }
 
+// dropVersion7 takes migration 7's schema_version row out (the routines
+// keep their version 7 bodies: the upgrade replaces them).
+const dropVersion7 = `; DELETE FROM fence.schema_version WHERE version = 7`
+
 // dropVersion6 takes migration 6's table out, with its schema_version row
 // (fence.check keeps its version 6 body: the upgrade replaces it).
-const dropVersion6 = `; DROP TABLE fence.token_ceiling; DELETE FROM fence.schema_version WHERE version = 6`
+const dropVersion6 = dropVersion7 + `; DROP TABLE fence.token_ceiling; DELETE FROM fence.schema_version WHERE version = 6`
 
 // dropVersion5 takes the objects of migration 5 and later out, with their
 // schema_version rows.

@@ -136,14 +136,45 @@ var migrations = []migration{
 		)`,
 		`REVOKE ALL ON TABLE fence.token_ceiling FROM PUBLIC`,
 		`GRANT SELECT ON TABLE fence.token_ceiling TO PUBLIC`,
-		`CREATE OR REPLACE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text,
+		replaceCheck,
+	}},
+	// Refusals in PostgreSQL's style: a short message (the resource, token
+	// and mark in it, which the proxy's refusal log reads: refusal.go), what
+	// happened in DETAIL, what to do in HINT. 55Z01's message is unchanged.
+	// fence.guard gets the new PL/pgSQL body unless it is the C guard (any
+	// symbol of the library: protect swaps an older one).
+	{Version: 7, Name: "refusals as message, DETAIL and HINT", Statements: []string{
+		replaceCheck,
+		`CREATE OR REPLACE FUNCTION fence.refuse_lowering() RETURNS trigger
+		LANGUAGE plpgsql
+		SET search_path = pg_catalog, pg_temp
+		AS $refuse$` + refuseLoweringBody + `$refuse$`,
+		replacePLpgSQLGuard,
+		orReplace(invoker("fence.ddl_require(p_rels oid[], p_tag text) RETURNS void", ddlRequireBody)),
+		orReplace(invoker("fence.ddl_start() RETURNS event_trigger", ddlStartBody)),
+	}},
+}
+
+// replaceCheck puts checkBody in place as fence.check (migrations 6 and 7;
+// one body for every version, as migration 1 installs it).
+const replaceCheck = `CREATE OR REPLACE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text,
 			p_default_resource text, p_require_token boolean, p_advance boolean)
 		LANGUAGE plpgsql
 		SECURITY DEFINER
 		SET search_path = pg_catalog, pg_temp
-		AS $check$` + checkBody + `$check$`,
-	}},
-}
+		AS $check$` + checkBody + `$check$`
+
+// replacePLpgSQLGuard makes fence.guard guardBody (PLpgSQLGuardSQL), or
+// creates it when it is missing, unless it is a function of the C guard's
+// library: the operator chose it, and it stays.
+var replacePLpgSQLGuard = `DO $guard$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
+		WHERE p.oid = pg_catalog.to_regprocedure('fence.guard()') AND l.lanname = 'c' AND p.probin = '` + CGuardLibrary + `') THEN
+		EXECUTE $sql$` + PLpgSQLGuardSQL + `$sql$;
+	END IF;
+END
+$guard$`
 
 // orReplace turns a CREATE FUNCTION statement into CREATE OR REPLACE.
 func orReplace(create string) string {
@@ -176,7 +207,9 @@ BEGIN
 		END IF;
 	END IF;
 	RAISE EXCEPTION USING ERRCODE = '` + CodeMarkLowered + `',
-		MESSAGE = pg_catalog.format('%s on fence.hwm refused: a high-water mark never goes down except through fence.set_mark (fenceproxy hwm set)', TG_OP);
+		MESSAGE = pg_catalog.format('%s on fence.hwm refused: high-water marks never go down', TG_OP),
+		DETAIL = 'An UPDATE to a lower token or to another resource, a DELETE and a TRUNCATE of fence.hwm are refused.',
+		HINT = 'To lower a mark on purpose, use fenceproxy hwm set (fence.set_mark).';
 END
 `
 
@@ -205,7 +238,8 @@ const checkSignature = "fence.check(text, text, text, text, boolean, boolean)"
 // store (which is used only once migrated to the end, so the table of
 // migration 6 it reads is there by then); migration 6 puts it in place of
 // the body earlier versions installed, which locked an equal token's mark
-// without writing it and had no ceiling. Everything is schema-qualified;
+// without writing it and had no ceiling, and migration 7 once more (its
+// refusals with DETAIL and HINT). Everything is schema-qualified;
 // the operators (=, <, ~ …) resolve through the pinned search_path, where
 // pg_catalog comes first and pg_temp, last, is never searched for
 // operators.
@@ -232,8 +266,8 @@ BEGIN
 	IF v_text IS NULL THEN
 		IF p_require_token THEN
 			RAISE EXCEPTION USING ERRCODE = '55Z02',
-				MESSAGE = pg_catalog.format('fencing token required: resource "%s" is protected and this transaction carries no fencing token',
-					COALESCE(NULLIF(p_table_resource, ''), v_resource)),
+				MESSAGE = pg_catalog.format('fencing token required for resource "%s"', COALESCE(NULLIF(p_table_resource, ''), v_resource)),
+				DETAIL = 'The resource''s tables are protected with require_token, and this transaction carries no fencing token.',
 				HINT = 'Set lock.fencing_token, or add fencing_token= to the statement''s comment.';
 		END IF;
 		RETURN;
@@ -248,19 +282,24 @@ BEGIN
 	END IF;
 	IF v_token IS NULL THEN
 		RAISE EXCEPTION USING ERRCODE = '22023',
-			MESSAGE = pg_catalog.format('invalid fencing token "%s": must be a positive 64-bit integer', v_text);
+			MESSAGE = pg_catalog.format('invalid fencing token "%s"', v_text),
+			DETAIL = 'A fencing token is a positive 64-bit integer in decimal digits, without sign or blanks.',
+			HINT = 'Pass the token the lock service granted, unchanged.';
 	END IF;
 
 	IF v_resource IS NULL THEN
 		RAISE EXCEPTION USING ERRCODE = '22023',
-			MESSAGE = pg_catalog.format('fencing token %s has no resource: set lock.resource, add resource= to the comment, map the table in the config, or set default_resource', v_token);
+			MESSAGE = pg_catalog.format('fencing token %s has no resource', v_token),
+			DETAIL = 'A token is checked against the high-water mark of one resource, and none was named.',
+			HINT = 'Set lock.resource, add resource= to the statement''s comment, map the table to a resource in the config, or set default_resource.';
 	END IF;
 
 	SELECT c.max_token INTO v_ceiling FROM fence.token_ceiling AS c;
 	IF v_token > v_ceiling THEN
 		RAISE EXCEPTION USING ERRCODE = '22023',
 			MESSAGE = pg_catalog.format('fencing token %s for resource "%s" is above the token ceiling %s', v_token, v_resource, v_ceiling),
-			HINT = 'The lock service mints no such token: a token this high would lock out every real holder. If the lock service really mints it, raise the ceiling with fenceproxy hwm ceiling.';
+			DETAIL = 'The lock service mints no such token: a mark this high would lock out every real holder.',
+			HINT = 'If the lock service really mints it, raise the ceiling with fenceproxy hwm ceiling.';
 	END IF;
 
 	IF p_advance AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
@@ -289,7 +328,9 @@ BEGIN
 		END LOOP;
 		IF v_mark IS NULL THEN
 			RAISE EXCEPTION USING ERRCODE = '40001',
-				MESSAGE = pg_catalog.format('could not lock the high-water mark of resource "%s"; retry the transaction', v_resource);
+				MESSAGE = pg_catalog.format('could not lock the high-water mark of resource "%s"', v_resource),
+				DETAIL = 'Concurrent transactions created the mark while this one tried to lock it, and its snapshot cannot see their row.',
+				HINT = 'Retry the transaction.';
 		END IF;
 	ELSE
 		SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource;
@@ -298,7 +339,8 @@ BEGIN
 	IF v_mark > v_token THEN
 		RAISE EXCEPTION USING ERRCODE = '55Z01',
 			MESSAGE = pg_catalog.format('stale fencing token %s for resource "%s": high-water mark is %s', v_token, v_resource, v_mark),
-			HINT = 'A holder with a higher token has used this resource since; this holder has lost its lock and must stop.';
+			DETAIL = 'A holder with a higher fencing token has used this resource since.',
+			HINT = 'This holder has lost its lock and must stop; acquire the lock again for a new token.';
 	END IF;
 END
 `
