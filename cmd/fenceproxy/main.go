@@ -35,7 +35,8 @@ as the statements they protect.
 
 Usage:
   fenceproxy demo [--keep]     see fencing refuse a stale write, with nothing to set up
-  fenceproxy serve [flags]     run the PostgreSQL wire-protocol proxy
+  fenceproxy serve [FILE] [flags]
+                               run the PostgreSQL wire-protocol proxy
   fenceproxy migrate --dsn DSN install or upgrade the fence store in a database
   fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove]
                                install the database guard on protected tables
@@ -45,7 +46,8 @@ Usage:
   fenceproxy version           print the version, commit and Go version
   fenceproxy help [command]    show help for a command
 
-Run 'fenceproxy COMMAND --help' for a command's flags.
+Flags and arguments may come in any order; after "--" every argument is an
+argument. Run 'fenceproxy COMMAND --help' for a command's flags.
 `
 
 // exitError carries a specific exit status.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
@@ -18,7 +17,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
-const serveUsage = `Usage: fenceproxy serve [--config FILE] [--listen ADDR] [--upstream ADDR]
+const serveUsage = `Usage: fenceproxy serve [FILE | --config FILE] [--listen ADDR] [--upstream ADDR]
 
 Runs the PostgreSQL wire-protocol proxy. Point your application's DSN at the
 listen address; database, user and password pass through to the upstream.
@@ -39,13 +38,21 @@ tls_cert and tls_key.
 Flags:
 `
 
-// configHint points a positional that looks like a configuration file at
-// --config.
-func configHint(arg string) string {
-	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
-		return " (a configuration file is given with --config " + arg + ")"
+// configArg takes the one positional argument serve accepts, the
+// configuration file (serve FILE, as pgbouncer FILE), into *cfgPath. A
+// second argument, or a file given both ways, is a usage error: nothing on
+// the command line is ignored.
+func configArg(fs *flagSet, cfgPath *string) error {
+	switch {
+	case fs.NArg() == 0:
+		return nil
+	case fs.NArg() > 1:
+		return fs.usageError("unexpected argument %q (serve takes one configuration file)", fs.Arg(1))
+	case *cfgPath != "":
+		return fs.usageError("configuration file given twice: --config %s and %s", *cfgPath, fs.Arg(0))
 	}
-	return ""
+	*cfgPath = fs.Arg(0)
+	return nil
 }
 
 // loadConfig applies defaults < file < env < flags.
@@ -88,8 +95,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fs.usageError("unexpected argument %q%s", fs.Arg(0), configHint(fs.Arg(0)))
+	if err := configArg(fs, cfgPath); err != nil {
+		return err
 	}
 	set := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })
