@@ -43,6 +43,10 @@ func TestUnexpectedArgumentsAreUsageErrors(t *testing.T) {
 		{[]string{"lock", "run", "name", "--"}, "need NAME -- CMD"},
 		{[]string{"lock", "run", "name", "--ttl", "5s"}, "need NAME -- CMD"},
 		{[]string{"demo", "x"}, `unexpected argument "x"`},
+		{[]string{"config"}, "missing command: check FILE"},
+		{[]string{"config", "frobnicate"}, `unknown command "config frobnicate"`},
+		{[]string{"config", "check"}, "check: missing FILE"},
+		{[]string{"config", "check", "a.yaml", "b.yaml"}, `check: unexpected argument "b.yaml"`},
 		{[]string{"demo", "--keep", "x"}, `unexpected argument "x"`},
 		{[]string{"version", "x"}, `unexpected argument "x"`},
 		{[]string{"help", "serve", "x"}, `unexpected argument "x"`},
@@ -89,7 +93,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 }
 
 // commands are the commands the usage lists.
-var commands = []string{"serve", "migrate", "protect", "hwm", "lock", "demo", "version"}
+var commands = []string{"serve", "migrate", "protect", "hwm", "lock", "demo", "version", "config"}
 
 // TestFlagsAndArgumentsInAnyOrder: for every command, a flag written after
 // a positional argument counts as one written before it, and everything
@@ -119,6 +123,7 @@ func TestFlagsAndArgumentsInAnyOrder(t *testing.T) {
 		{[]string{"lock", "run", "--backend", "bogus", "nightly", "psql", "-c", "select 1"}, 2, `unknown lock backend "bogus"`},
 		{[]string{"demo", "--backend", "bogus"}, 2, `unknown lock backend "bogus"`},
 		{[]string{"version", "--no-such-flag"}, 2, "flag provided but not defined"},
+		{[]string{"config", "check", "--no-such-flag", protectFile}, 2, "flag provided but not defined"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

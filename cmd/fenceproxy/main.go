@@ -43,6 +43,7 @@ Usage:
   fenceproxy hwm list|get|set  inspect or repair high-water marks
   fenceproxy lock run NAME -- CMD [ARGS...]
                                run a program under a lock, with its fencing token
+  fenceproxy config check FILE list every problem of a configuration file
   fenceproxy version           print the version, commit and Go version
   fenceproxy help [command]    show help for a command
 
@@ -88,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runHWM(ctx, rest, os.Getenv, stdout, stderr)
 	case "lock":
 		return runLock(ctx, rest, os.Getenv, stdout, stderr)
+	case "config":
+		return runConfig(ctx, rest, os.Getenv, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, stdout, stderr)
 	case "demo-worker": // hidden: a worker process of the demo

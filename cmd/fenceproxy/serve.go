@@ -55,17 +55,26 @@ func configArg(fs *flagSet, cfgPath *string) error {
 	return nil
 }
 
-// loadConfig applies defaults < file < env < flags.
+// loadConfig applies defaults < file < env < flags and validates the
+// result. Its error lists every problem it found: keys the file could not
+// decode and settings Validate refuses (a file that cannot be read or is
+// not YAML stops it at once).
 func loadConfig(path string, getenv func(string) string, flags map[string]string) (config.Config, error) {
 	cfg := config.Default()
+	var decodeErr error
 	if path != "" {
-		if err := cfg.Load(path); err != nil {
-			return cfg, err
+		if decodeErr = cfg.Load(path); stopsLoading(decodeErr) {
+			return cfg, decodeErr
 		}
 	}
 	cfg.ApplyEnv(getenv)
 	if err := cfg.LoadSecrets(os.ReadFile); err != nil {
-		return cfg, err
+		return cfg, config.Join(decodeErr, err)
+	}
+	for flag, key := range map[string]string{"log-level": "log_level", "listen": "listen", "upstream": "upstream", "metrics-listen": "metrics_listen"} {
+		if _, ok := flags[flag]; ok {
+			cfg.Overridden(key)
+		}
 	}
 	if v, ok := flags["log-level"]; ok {
 		cfg.LogLevel = v
@@ -79,7 +88,14 @@ func loadConfig(path string, getenv func(string) string, flags map[string]string
 	if v, ok := flags["metrics-listen"]; ok {
 		cfg.MetricsListen = v
 	}
-	return cfg, cfg.Validate()
+	return cfg, config.Join(decodeErr, cfg.Validate())
+}
+
+// stopsLoading reports whether err, from config.Load, leaves nothing to
+// validate: the file could not be read or is not YAML. Keys it could not
+// decode do not stop it; Validate's problems are listed with theirs.
+func stopsLoading(err error) bool {
+	return err != nil && (!errors.As(err, new(*config.Error)) || errors.As(err, new(*config.SyntaxError)))
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -89,6 +105,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.String("upstream", config.Default().Upstream, "PostgreSQL server `address`")
 	fs.String("metrics-listen", "", "`address` of the HTTP server for /metrics, /healthz and /readyz (default: none)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error (default: log_level, FENCEPROXY_LOG_LEVEL)")
+	check := fs.Bool("check", false, "check the configuration (file, environment, flags) and exit: 0 when serve would start with it, 1 listing every problem; opens no port and no connection")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
@@ -100,6 +117,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	set := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })
+	if *check {
+		return checkConfig(*cfgPath, getenv, set, stdout, stderr)
+	}
 	cfg, err := loadConfig(*cfgPath, getenv, set)
 	if err != nil {
 		return err
