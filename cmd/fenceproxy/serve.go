@@ -124,7 +124,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	level := new(slog.LevelVar)
+	log, err := newLogger(level, cfg.LogLevel, cfg.LogFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -136,35 +137,27 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
+	pcfg, err := serverConfig(cfg, nil)
+	if err != nil {
+		return err
+	}
+	pcfg.Logger = log
+	reg := newRegistry()
+	pcfg.Metrics = reg
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
+	srv := pgwire.NewServer(pcfg)
+	reloads := &reloader{path: *cfgPath, getenv: getenv, flags: set, log: log, level: level, srv: srv,
+		analyzer: pcfg.Fencing.Analyzer, cur: cfg, metrics: newReloadMetrics(reg)}
+	// Before the listening line: from then on a SIGHUP reloads, never
+	// ends the process.
+	stopHup := watchHangup(reloads.reload)
+	defer stopHup()
 	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream,
 		"client_tls", cfg.ClientTLS, "tls", cfg.TLSCert != "" && cfg.ClientTLS != "disable", "upstream_tls", cfg.UpstreamTLS)
-	pcfg := pgwire.Config{
-		Upstream:        cfg.Upstream,
-		DialTimeout:     cfg.UpstreamConnectTimeout,
-		StartupTimeout:  cfg.StartupTimeout,
-		MaxClientConns:  cfg.MaxClientConns,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		GoroutineRelay:  cfg.Relay == "goroutines",
-		Logger:          log,
-		RefusalLogRate:  cfg.RefusalLogRate,
-		RefusalLogBurst: cfg.RefusalLogBurst,
-		Fencing:         fencingConfig(cfg),
-	}
-	reg := newRegistry()
-	pcfg.Metrics = reg
-	certs, err := tlsSettings(cfg, &pcfg)
-	if err != nil {
-		ln.Close()
-		return err
-	}
 	warnTLS(log, cfg.ClientTLS, pcfg)
-	stopHup := watchHangup(certs, log)
-	defer stopHup()
-	srv := pgwire.NewServer(pcfg)
 	if cfg.MetricsListen != "" {
 		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, cfg.AdminToken, log)
 		if err != nil {
@@ -185,8 +178,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	stopSig := exitOnSecondSignal(log, os.Exit)
 	defer stopSig()
-	log.Info("fenceproxy shutting down", "shutdown_timeout", cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	shutdownTimeout := reloads.current().ShutdownTimeout
+	log.Info("fenceproxy shutting down", "shutdown_timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown_timeout reached: sessions still in a transaction were closed", "err", err)
@@ -196,10 +190,33 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return err
 }
 
-// fencingConfig turns the file's resources into the gate's policy.
-func fencingConfig(cfg config.Config) *gate.Config {
+// serverConfig turns cfg into the proxy server's settings, reading the TLS
+// files it names; analyzer is the one in use (nil: a new one). The caller
+// sets Logger and Metrics.
+func serverConfig(cfg config.Config, analyzer *gate.Analyzer) (pgwire.Config, error) {
+	pcfg := pgwire.Config{
+		Upstream:        cfg.Upstream,
+		DialTimeout:     cfg.UpstreamConnectTimeout,
+		StartupTimeout:  cfg.StartupTimeout,
+		MaxClientConns:  cfg.MaxClientConns,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		GoroutineRelay:  cfg.Relay == "goroutines",
+		RefusalLogRate:  cfg.RefusalLogRate,
+		RefusalLogBurst: cfg.RefusalLogBurst,
+		Fencing:         fencingConfig(cfg, analyzer),
+	}
+	_, err := tlsSettings(cfg, &pcfg)
+	return pcfg, err
+}
+
+// fencingConfig turns the file's resources into the gate's policy, with
+// analyzer (nil: a new one).
+func fencingConfig(cfg config.Config, analyzer *gate.Analyzer) *gate.Config {
+	if analyzer == nil {
+		analyzer = gate.NewAnalyzer(pgwire.DefaultAnalyzerCacheSize)
+	}
 	g := &gate.Config{
-		Analyzer:          gate.NewAnalyzer(pgwire.DefaultAnalyzerCacheSize),
+		Analyzer:          analyzer,
 		DefaultResource:   cfg.DefaultResource,
 		ReadsCheckOnly:    cfg.Reads == "check",
 		TransactionTokens: cfg.TokenScope == "transaction",
