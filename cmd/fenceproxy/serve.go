@@ -32,8 +32,10 @@ docs/configuration.md and docs/operations.md.
 
 SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
 finish within shutdown_timeout, exit 0. A second SIGTERM or SIGINT during
-that exits at once, with status 128 + the signal (143, 130). SIGHUP: re-read
-tls_cert and tls_key.
+that exits at once, with status 128 + the signal (143, 130). SIGHUP: read the
+whole configuration again; new sessions get it, a file with problems changes
+nothing, and keys that need a restart (listen, upstream, metrics_listen, …)
+keep their value (docs/operations.md, "Reload"). --check: check it and exit.
 
 Flags:
 `
