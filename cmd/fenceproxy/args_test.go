@@ -114,6 +114,7 @@ func TestFlagsAndArgumentsInAnyOrder(t *testing.T) {
 		{[]string{"hwm", "get", "r", "--dsn=" + dsn}, 1, "127.0.0.1"},
 		{[]string{"hwm", "set", "r", "--dsn", dsn, "5"}, 1, "127.0.0.1"},
 		{[]string{"hwm", "ceiling", "--dsn", dsn}, 1, "127.0.0.1"},
+		{[]string{"hwm", "set", "r", "-5", "--dsn", dsn}, 1, "127.0.0.1"}, // a negative number is an argument (refused after connecting)
 		{[]string{"migrate", "--dsn", dsn}, 1, "127.0.0.1"},
 		{[]string{"protect", "--config", protectFile, "--dry-run", "--dsn", dsn}, 1, "127.0.0.1"},
 		{[]string{"lock", "run", "nightly", "--backend", "bogus", "--", "true"}, 2, `unknown lock backend "bogus"`},

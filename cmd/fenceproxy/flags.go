@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -83,6 +84,13 @@ func parseArgs(fs *flagSet, args []string, verbatim int) error {
 	return nil
 }
 
+// isNumber reports whether a is a negative number (-5): an argument, since
+// no flag's name starts with a digit, for the command to judge.
+func isNumber(a string) bool {
+	_, err := strconv.ParseFloat(a, 64)
+	return err == nil
+}
+
 // splitArgs separates args into flags (with their values) and positional
 // arguments, in order. A flag's value is the next argument unless the flag
 // is boolean or written --name=value; an unknown flag is kept among the
@@ -93,7 +101,7 @@ func splitArgs(fs *flag.FlagSet, args []string, verbatim int) (flags, positional
 		switch {
 		case a == "--":
 			return flags, append(positional, args[i+1:]...)
-		case len(a) < 2 || a[0] != '-':
+		case len(a) < 2 || a[0] != '-' || isNumber(a):
 			if verbatim > 0 && len(positional) == verbatim {
 				return flags, append(positional, args[i:]...)
 			}
