@@ -121,6 +121,9 @@ type Config struct {
 	// database guard (fenceproxy protect) does not match resources:
 	// "warn" (default: log it) or "strict" (refuse to start).
 	GuardVerify string `yaml:"guard_verify"`
+
+	source string         // the file Parse read, for problems' places
+	lines  map[string]int // the line of each top-level key in source
 }
 
 // Resource is one entry of Config.Resources.
@@ -137,6 +140,7 @@ type Resource struct {
 	RequireToken bool `yaml:"require_token"`
 
 	lines  []int  // the file line of each table, when parsed from YAML
+	line   int    // the file line of the entry
 	source string // the file it was parsed from
 }
 
@@ -193,11 +197,15 @@ func (c *Config) Load(path string) error {
 var yamlLineErr = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
-// Parse decodes YAML data over c; name is used in error messages.
+// Parse decodes YAML data over c; name is used in error messages. A type
+// error does not stop it: the error (an *Error) lists every key it could
+// not decode, and the others are decoded, so that Validate can report
+// theirs too. A syntax error decodes nothing.
 func (c *Config) Parse(name string, data []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(c)
+	c.source, c.lines = name, keyLines(data)
 	for k := range c.Resources {
 		c.Resources[k].source = name
 	}
@@ -208,21 +216,23 @@ func (c *Config) Parse(name string, data []byte) error {
 	if errors.As(err, &te) {
 		msgs := make([]string, 0, len(te.Errors))
 		for _, e := range te.Errors {
-			if m := yamlLineErr.FindStringSubmatch(e); m != nil {
-				msgs = append(msgs, fmt.Sprintf("%s:%s: unknown key %q", name, m[1], m[2]))
-			} else if m := yamlLine.FindStringSubmatch(strings.TrimSpace(e)); m != nil {
-				msgs = append(msgs, fmt.Sprintf("%s:%s: %s", name, m[1], m[2]))
-			} else {
-				msgs = append(msgs, fmt.Sprintf("%s: %s", name, e))
-			}
+			msgs = append(msgs, yamlProblem(name, e))
 		}
-		return fmt.Errorf("config: %s", strings.Join(msgs, "; "))
+		return &Error{Problems: msgs}
 	}
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Errorf("config: %s:%s: %s", name, m[1], m[2])
-	}
-	return fmt.Errorf("config: %s: %w", name, err)
+	return &SyntaxError{Err: &Error{Problems: []string{yamlProblem(name, err.Error())}}}
 }
+
+// SyntaxError is a file that is not YAML at all: nothing was decoded, so
+// there is nothing to validate.
+type SyntaxError struct{ Err *Error }
+
+func (e *SyntaxError) Error() string { return e.Err.Error() }
+func (e *SyntaxError) Unwrap() error { return e.Err }
+
+// Overridden records that key no longer has the file's value (a flag or
+// the environment set it): its problems are not placed at the file's line.
+func (c *Config) Overridden(key string) { delete(c.lines, key) }
 
 // ApplyEnv overrides c with the FENCEPROXY_* variables that getenv returns
 // non-empty.
@@ -234,13 +244,16 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	} {
 		if v := getenv(Env[key]); v != "" {
 			*dst = v
+			c.Overridden(key)
 		}
 	}
 	if v := getenv(Env["admin_dsn"]); v != "" {
 		c.AdminDSN, c.AdminDSNFile = v, ""
+		c.Overridden("admin_dsn")
 	}
 	if v := getenv(Env["admin_token"]); v != "" {
 		c.AdminToken, c.AdminTokenFile = v, ""
+		c.Overridden("admin_token")
 	}
 }
 
@@ -272,105 +285,105 @@ func (c *Config) LoadSecrets(readFile func(string) ([]byte, error)) error {
 	return nil
 }
 
-// Validate reports the first setting that cannot work.
+// Validate reports every setting that cannot work, in one *Error, each
+// problem at its line when the setting was read from a file.
 func (c *Config) Validate() error {
-	if err := checkAddr("listen", c.Listen); err != nil {
-		return err
+	p := &problems{c: c}
+	p.addr("listen", c.Listen, true)
+	p.addr("upstream", c.Upstream, true)
+	p.addr("metrics_listen", c.MetricsListen, false)
+	if c.DebugPprof && c.MetricsListen == "" {
+		p.add("debug_pprof", "debug_pprof", "needs metrics_listen, the address it is served on")
 	}
-	if err := checkAddr("upstream", c.Upstream); err != nil {
-		return err
-	}
-	if c.MetricsListen != "" {
-		if err := checkAddr("metrics_listen", c.MetricsListen); err != nil {
-			return err
+	p.oneOf("relay", c.Relay, "loop", "goroutines")
+	p.oneOf("reads", c.Reads, "advance", "check")
+	p.oneOf("token_scope", c.TokenScope, "session", "transaction")
+	c.validateTLS(p)
+	c.validateLimits(p)
+	c.validateLogs(p)
+	p.oneOf("guard_verify", c.GuardVerify, "warn", "strict")
+	c.validateResources(p)
+	return p.err()
+}
+
+// oneOf records a problem unless v is one of want.
+func (p *problems) oneOf(key, v string, want ...string) {
+	for _, w := range want {
+		if v == w {
+			return
 		}
 	}
-	if c.DebugPprof && c.MetricsListen == "" {
-		return errors.New("config: debug_pprof: needs metrics_listen, the address it is served on")
+	if len(want) == 2 {
+		p.add(key, key, "%q is neither %q nor %q", v, want[0], want[1])
+		return
 	}
-	if c.Relay != "loop" && c.Relay != "goroutines" {
-		return fmt.Errorf("config: relay: %q is neither \"loop\" nor \"goroutines\"", c.Relay)
+	p.add(key, key, "%q is not one of %s", v, strings.Join(want, ", "))
+}
+
+// addr records a problem unless v is host:port (or empty, when optional).
+func (p *problems) addr(key, v string, required bool) {
+	if v == "" && !required {
+		return
 	}
-	if c.Reads != "advance" && c.Reads != "check" {
-		return fmt.Errorf("config: reads: %q is neither \"advance\" nor \"check\"", c.Reads)
+	if err := checkAddr(key, v); err != nil {
+		p.add(key, key, "%s", strings.TrimPrefix(err.Error(), "config: "+key+": "))
 	}
-	if c.TokenScope != "session" && c.TokenScope != "transaction" {
-		return fmt.Errorf("config: token_scope: %q is neither \"session\" nor \"transaction\"", c.TokenScope)
-	}
-	if err := c.validateTLS(); err != nil {
-		return err
-	}
-	if err := c.validateLimits(); err != nil {
-		return err
-	}
-	if err := c.validateLogs(); err != nil {
-		return err
-	}
-	if c.GuardVerify != "warn" && c.GuardVerify != "strict" {
-		return fmt.Errorf("config: guard_verify: %q is neither \"warn\" nor \"strict\"", c.GuardVerify)
-	}
-	return c.validateResources()
 }
 
 // validateResources checks every resource and table name; a table listed
 // twice is an error, naming both places.
-func (c *Config) validateResources() error {
+func (c *Config) validateResources(p *problems) {
 	seen := map[Table]string{}
 	for k, r := range c.Resources {
+		where := fmt.Sprintf("resources[%d]", k)
+		if r.source != "" && r.line > 0 {
+			where = fmt.Sprintf("%s:%d: resources[%d]", r.source, r.line, k)
+		}
 		if r.Name == "" {
-			return fmt.Errorf("config: resources[%d]: name is required", k)
+			p.addAt(where, "name is required")
 		}
 		if len(r.Tables) == 0 {
-			return fmt.Errorf("config: resources[%d] (%s): tables is empty", k, r.Name)
+			p.addAt(where, "(%s) tables is empty", r.Name)
 		}
 		for i := range r.Tables {
-			t, where, err := c.TableAt(k, i)
+			t, at, err := c.TableAt(k, i)
 			if err != nil {
-				return fmt.Errorf("config: %s: %w", where, err)
+				p.addAt(at, "%v", err)
+				continue
 			}
 			if other, dup := seen[t]; dup {
-				return fmt.Errorf("config: %s: table %s is listed under both resource %q and %q", where, t, other, r.Name)
+				p.addAt(at, "table %s is listed under both resource %q and %q", t, other, r.Name)
 			}
 			seen[t] = r.Name
 		}
 	}
-	return nil
 }
 
-func (c *Config) validateTLS() error {
-	switch c.ClientTLS {
-	case "disable", "allow", "require":
-	default:
-		return fmt.Errorf("config: client_tls: %q is not one of disable, allow, require", c.ClientTLS)
-	}
+func (c *Config) validateTLS(p *problems) {
+	p.oneOf("client_tls", c.ClientTLS, "disable", "allow", "require")
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("config: tls_cert and tls_key: set both or neither")
+		p.add("tls_cert", "tls_cert and tls_key", "set both or neither")
 	}
 	if c.ClientTLS == "require" && c.TLSCert == "" {
-		return errors.New("config: client_tls: require needs tls_cert and tls_key")
+		p.add("client_tls", "client_tls", "require needs tls_cert and tls_key")
 	}
-	switch c.UpstreamTLS {
-	case "disable", "prefer", "require", "verify-full":
-	default:
-		return fmt.Errorf("config: upstream_tls: %q is not one of disable, prefer, require, verify-full", c.UpstreamTLS)
-	}
+	p.oneOf("upstream_tls", c.UpstreamTLS, "disable", "prefer", "require", "verify-full")
 	if c.UpstreamCA != "" && c.UpstreamTLS != "verify-full" {
-		return fmt.Errorf("config: upstream_ca: only used with upstream_tls: verify-full (upstream_tls is %q)", c.UpstreamTLS)
+		p.add("upstream_ca", "upstream_ca", "only used with upstream_tls: verify-full (upstream_tls is %q)", c.UpstreamTLS)
 	}
-	return nil
 }
 
-func (c *Config) validateLimits() error {
+func (c *Config) validateLimits(p *problems) {
 	if c.MaxClientConns < 1 {
-		return fmt.Errorf("config: max_client_conns: %d, want at least 1", c.MaxClientConns)
+		p.add("max_client_conns", "max_client_conns", "%d, want at least 1", c.MaxClientConns)
 	}
 	// The bound must leave room for a query, and PostgreSQL refuses
 	// anything past 1 GiB itself.
 	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1<<30-1 {
-		return fmt.Errorf("config: max_message_bytes: %d, want 1024 to 1073741823 (PostgreSQL's own limit)", c.MaxMessageBytes)
+		p.add("max_message_bytes", "max_message_bytes", "%d, want 1024 to 1073741823 (PostgreSQL's own limit)", c.MaxMessageBytes)
 	}
 	if c.AnalysisCacheBytes < 0 {
-		return fmt.Errorf("config: analysis_cache_bytes: %d, want 0 (no cache) or more", c.AnalysisCacheBytes)
+		p.add("analysis_cache_bytes", "analysis_cache_bytes", "%d, want 0 (no cache) or more", c.AnalysisCacheBytes)
 	}
 	for _, d := range []struct {
 		key string
@@ -381,25 +394,21 @@ func (c *Config) validateLimits() error {
 		{"shutdown_timeout", c.ShutdownTimeout},
 	} {
 		if d.v <= 0 {
-			return fmt.Errorf("config: %s: %s, want a positive duration such as \"10s\"", d.key, d.v)
+			p.add(d.key, d.key, "%s, want a positive duration such as \"10s\"", d.v)
 		}
 	}
-	return nil
 }
 
-func (c *Config) validateLogs() error {
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return fmt.Errorf("config: log_level: %q is not one of debug, info, warn, error", c.LogLevel)
-	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		return fmt.Errorf("config: log_format: %q is neither \"text\" nor \"json\"", c.LogFormat)
-	}
+func (c *Config) validateLogs(p *problems) {
+	p.oneOf("log_level", c.LogLevel, "debug", "info", "warn", "error")
+	p.oneOf("log_format", c.LogFormat, "text", "json")
 	if c.RefusalLogRate <= 0 || c.RefusalLogBurst < 1 {
-		return fmt.Errorf("config: refusal_log_rate and refusal_log_burst: %v and %d, want a positive rate and a burst of at least 1", c.RefusalLogRate, c.RefusalLogBurst)
+		key := "refusal_log_rate"
+		if c.RefusalLogRate > 0 {
+			key = "refusal_log_burst"
+		}
+		p.add(key, "refusal_log_rate and refusal_log_burst", "%v and %d, want a positive rate and a burst of at least 1", c.RefusalLogRate, c.RefusalLogBurst)
 	}
-	return nil
 }
 
 func checkAddr(key, addr string) error {

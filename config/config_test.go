@@ -46,6 +46,7 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			c.source, c.lines = "", nil // where the keys were, not what they say
 			if !reflect.DeepEqual(c, tt.want) {
 				t.Errorf("got %+v, want %+v", c, tt.want)
 			}
@@ -214,5 +215,33 @@ func TestTableLines(t *testing.T) {
 	c.GuardVerify = "loud"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "guard_verify") {
 		t.Fatalf("Validate = %v, want a guard_verify error", err)
+	}
+}
+
+// TestEveryProblemWithItsLine: a file with several problems reports them
+// all at once, each at its line: values the decoder cannot read (with how
+// to write a duration) and values Validate refuses.
+func TestEveryProblemWithItsLine(t *testing.T) {
+	const file = "listen: 127.0.0.1:6432\nreads: sometimes\nstartup_timeout: 10\nmax_client_conns: 0\nresources:\n  - tables: [t]\n"
+	c := Default()
+	got := Problems(Join(c.Parse("f.yaml", []byte(file)), c.Validate()))
+	want := []string{
+		"f.yaml:3: cannot unmarshal !!int `10` into time.Duration" + durationHint,
+		`f.yaml:2: reads: "sometimes" is neither "advance" nor "check"`,
+		"f.yaml:4: max_client_conns: 0, want at least 1",
+		"f.yaml:6: resources[0]: name is required",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A value set by the environment is not placed at the file's line.
+	c.ApplyEnv(func(k string) string {
+		if k == "FENCEPROXY_LISTEN" {
+			return "nonsense"
+		}
+		return ""
+	})
+	if p := Problems(c.Validate()); !strings.HasPrefix(p[0], "listen: ") {
+		t.Errorf("listen from the environment reported as %q", p[0])
 	}
 }

@@ -146,7 +146,7 @@ func (r *Resource) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode((*plain)(r)); err != nil {
 		return err
 	}
-	r.lines = nil
+	r.lines, r.line = nil, n.Line
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "tables" && n.Content[i+1].Kind == yaml.SequenceNode {
 			for _, item := range n.Content[i+1].Content {

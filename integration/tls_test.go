@@ -238,7 +238,7 @@ func TestTLSReloadOnHangup(t *testing.T) {
 	}
 	mustExec(t, conn, "SELECT 2") // the old session is untouched
 	// The new certificate may serve a handshake before the line is logged.
-	for !strings.Contains(logs.String(), "TLS certificate reloaded") {
+	for !strings.Contains(logs.String(), "configuration reloaded") {
 		if time.Now().After(deadline) {
 			t.Fatalf("log lacks the reload:\n%s", logs.String())
 		}

@@ -5,7 +5,7 @@
 // live in the packages it calls. Signals for `serve`: SIGTERM and SIGINT
 // start a graceful shutdown bounded by shutdown_timeout (exit 0); a second
 // one during it exits at once with 128 + the signal (signals.go); SIGHUP
-// re-reads the TLS certificate and key. On metrics_listen it serves
+// re-reads the whole configuration (reload.go). On metrics_listen it serves
 // /metrics, /healthz, /readyz (health.go) and the admin view (admin.go).
 // docs/operations.md is the operator's reference.
 package main

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 )
 
 // errUsageShown means the usage text was already printed; exit 2 quietly.
@@ -31,12 +34,21 @@ func newFlagSet(name, usage string, stdout, stderr io.Writer) *flagSet {
 	return fs
 }
 
-// printUsage writes the usage text and the flags' defaults to w.
+// printUsage writes the usage text and the flags' defaults to w, each flag
+// written --name as the usage lines write it (the flag package prints
+// -name; both forms parse).
 func (fs *flagSet) printUsage(w io.Writer) {
-	fs.SetOutput(w)
-	fmt.Fprint(w, fs.usage)
+	var defaults bytes.Buffer
+	fs.SetOutput(&defaults)
 	fs.PrintDefaults()
 	fs.SetOutput(fs.stderr)
+	fmt.Fprint(w, fs.usage)
+	for _, line := range strings.SplitAfter(defaults.String(), "\n") {
+		if strings.HasPrefix(line, "  -") {
+			line = "  --" + line[3:]
+		}
+		fmt.Fprint(w, line)
+	}
 }
 
 // usageError prints "fenceproxy NAME: message" and the usage to stderr and
@@ -47,11 +59,19 @@ func (fs *flagSet) usageError(format string, args ...any) error {
 	return errUsageShown
 }
 
-// parseFlags parses args up to the first positional argument, which it
-// leaves in fs.Args(). --help returns errHelp; a bad flag returns
+// parseFlags parses args, flags and positional arguments in any order, and
+// leaves the positional ones in fs.Args(). Everything after "--" is
+// positional, and so is everything from the (verbatim+1)th positional on
+// when verbatim > 0 (lock run: NAME, then the child's command line, whose
+// flags are the child's). --help returns errHelp; a bad flag returns
 // errUsageShown.
 func parseFlags(fs *flagSet, args []string) error {
-	err := fs.Parse(args)
+	return parseArgs(fs, args, 0)
+}
+
+func parseArgs(fs *flagSet, args []string, verbatim int) error {
+	flags, positional := splitArgs(fs.FlagSet, args, verbatim)
+	err := fs.Parse(append(flags, append([]string{"--"}, positional...)...))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.printUsage(fs.stdout)
@@ -62,6 +82,50 @@ func parseFlags(fs *flagSet, args []string) error {
 		return errUsageShown
 	}
 	return nil
+}
+
+// isNumber reports whether a is a negative number (-5): an argument, since
+// no flag's name starts with a digit, for the command to judge.
+func isNumber(a string) bool {
+	_, err := strconv.ParseFloat(a, 64)
+	return err == nil
+}
+
+// splitArgs separates args into flags (with their values) and positional
+// arguments, in order. A flag's value is the next argument unless the flag
+// is boolean or written --name=value; an unknown flag is kept among the
+// flags for the flag package to report.
+func splitArgs(fs *flag.FlagSet, args []string, verbatim int) (flags, positional []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return flags, append(positional, args[i+1:]...)
+		case len(a) < 2 || a[0] != '-' || isNumber(a):
+			if verbatim > 0 && len(positional) == verbatim {
+				return flags, append(positional, args[i:]...)
+			}
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return flags, positional
 }
 
 // parseOnlyFlags is parseFlags for a command that takes no positional

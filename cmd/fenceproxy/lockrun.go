@@ -24,7 +24,10 @@ const (
 	exitLost        = 76 // EX_PROTOCOL: the lock was lost while the child ran
 )
 
-const lockRunUsage = `Usage: fenceproxy lock run [flags] NAME -- CMD [ARGS...]
+const lockRunUsage = `Usage: fenceproxy lock run [flags] NAME [flags] -- CMD [ARGS...]
+
+Flags go before or after NAME; every argument after "--" (or from CMD on)
+is CMD's, flags included.
 
 Runs CMD while holding the lock NAME, so that an unchanged program gets
 fencing. It acquires NAME (from etcd, Redis or ZooKeeper: --backend), then
@@ -69,20 +72,19 @@ func runLock(ctx context.Context, args []string, getenv func(string) string, std
 	case args[0] != "run":
 		return fs.usageError("unknown command \"lock %s\": the lock command is lock run", args[0])
 	}
-	if err := parseFlags(fs, args[1:]); err != nil {
+	// Flags may come before or after NAME; from "--" or CMD on, every
+	// argument is the child's.
+	if err := parseArgs(fs, args[1:], 1); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
 		}
 		return err
 	}
 	rest := fs.Args()
-	if len(rest) < 2 || (rest[1] == "--" && len(rest) < 3) {
+	if len(rest) < 2 {
 		return fs.usageError("need NAME -- CMD [ARGS...]")
 	}
 	name, command := rest[0], rest[1:]
-	if command[0] == "--" {
-		command = command[1:]
-	}
 	if err := store.Check(); err != nil {
 		fmt.Fprintf(stderr, "fenceproxy lock run: %v\n\n%s", err, lockRunUsage)
 		return errUsageShown

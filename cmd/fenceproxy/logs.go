@@ -6,18 +6,28 @@ import (
 	"log/slog"
 )
 
-// newLogger returns serve's logger: format (text or json) on w, at level
-// (debug, info, warn, error).
-func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level: %w", err)
+// newLogger returns serve's logger: format (text or json) on w, at the
+// level in v, which it sets to level (debug, info, warn, error); setting v
+// later changes the logger's level.
+func newLogger(v *slog.LevelVar, level, format string, w io.Writer) (*slog.Logger, error) {
+	if err := setLevel(v, level); err != nil {
+		return nil, err
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: v}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// setLevel sets v to level: debug, info, warn or error.
+func setLevel(v *slog.LevelVar, level string) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("log level: %w", err)
+	}
+	v.Set(l)
+	return nil
 }
 
 // logStart writes the start-up line: which build, which config file, and

@@ -35,17 +35,20 @@ as the statements they protect.
 
 Usage:
   fenceproxy demo [--keep]     see fencing refuse a stale write, with nothing to set up
-  fenceproxy serve [flags]     run the PostgreSQL wire-protocol proxy
+  fenceproxy serve [FILE] [flags]
+                               run the PostgreSQL wire-protocol proxy
   fenceproxy migrate --dsn DSN install or upgrade the fence store in a database
   fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove]
                                install the database guard on protected tables
   fenceproxy hwm list|get|set  inspect or repair high-water marks
   fenceproxy lock run NAME -- CMD [ARGS...]
                                run a program under a lock, with its fencing token
+  fenceproxy config check FILE list every problem of a configuration file
   fenceproxy version           print the version, commit and Go version
   fenceproxy help [command]    show help for a command
 
-Run 'fenceproxy COMMAND --help' for a command's flags.
+Flags and arguments may come in any order; after "--" every argument is an
+argument. Run 'fenceproxy COMMAND --help' for a command's flags.
 `
 
 // exitError carries a specific exit status.
@@ -86,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runHWM(ctx, rest, os.Getenv, stdout, stderr)
 	case "lock":
 		return runLock(ctx, rest, os.Getenv, stdout, stderr)
+	case "config":
+		return runConfig(ctx, rest, os.Getenv, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, stdout, stderr)
 	case "demo-worker": // hidden: a worker process of the demo

@@ -15,6 +15,7 @@ func servedRegistryNames(t *testing.T) []string {
 	t.Helper()
 	reg := newRegistry()
 	pgwire.NewServer(pgwire.Config{Upstream: "127.0.0.1:1", Metrics: reg})
+	newReloadMetrics(reg)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +33,7 @@ func servedRegistryNames(t *testing.T) []string {
 func TestMetricsPassPromlint(t *testing.T) {
 	reg := newRegistry()
 	pgwire.NewServer(pgwire.Config{Upstream: "127.0.0.1:1", Metrics: reg})
+	newReloadMetrics(reg)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +59,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 func TestLabelSetsPresentAtZero(t *testing.T) {
 	reg := newRegistry()
 	pgwire.NewServer(pgwire.Config{Upstream: "127.0.0.1:1", Metrics: reg})
+	newReloadMetrics(reg)
 	want := map[string][]string{
 		"fenceproxy_connection_failures_total": {"upstream_connect", "upstream_lost", "max_client_conns", "protocol", "replication"},
 		"fenceproxy_fence_refusals_total":      {"55Z01", "55Z02", "55Z03", "22023", "42501", "0A000", "other"},

@@ -58,10 +58,11 @@ func runProtect(ctx context.Context, args []string, getenv func(string) string, 
 			return errors.New("--config is required: the file whose resources: name the tables to protect")
 		}
 		cfg := config.Default()
-		if err := cfg.Load(*cfgPath); err != nil {
+		err := cfg.Load(*cfgPath)
+		if stopsLoading(err) {
 			return err
 		}
-		if err := cfg.Validate(); err != nil {
+		if err := config.Join(err, cfg.Validate()); err != nil {
 			return err
 		}
 		entries = guardEntries(cfg)

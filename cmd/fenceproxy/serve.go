@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
@@ -18,7 +17,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
-const serveUsage = `Usage: fenceproxy serve [--config FILE] [--listen ADDR] [--upstream ADDR]
+const serveUsage = `Usage: fenceproxy serve [FILE | --config FILE] [--listen ADDR] [--upstream ADDR]
 
 Runs the PostgreSQL wire-protocol proxy. Point your application's DSN at the
 listen address; database, user and password pass through to the upstream.
@@ -33,32 +32,51 @@ docs/configuration.md and docs/operations.md.
 
 SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
 finish within shutdown_timeout, exit 0. A second SIGTERM or SIGINT during
-that exits at once, with status 128 + the signal (143, 130). SIGHUP: re-read
-tls_cert and tls_key.
+that exits at once, with status 128 + the signal (143, 130). SIGHUP: read the
+whole configuration again; new sessions get it, a file with problems changes
+nothing, and keys that need a restart (listen, upstream, metrics_listen, …)
+keep their value (docs/operations.md, "Reload"). --check: check it and exit.
 
 Flags:
 `
 
-// configHint points a positional that looks like a configuration file at
-// --config.
-func configHint(arg string) string {
-	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
-		return " (a configuration file is given with --config " + arg + ")"
+// configArg takes the one positional argument serve accepts, the
+// configuration file (serve FILE, as pgbouncer FILE), into *cfgPath. A
+// second argument, or a file given both ways, is a usage error: nothing on
+// the command line is ignored.
+func configArg(fs *flagSet, cfgPath *string) error {
+	switch {
+	case fs.NArg() == 0:
+		return nil
+	case fs.NArg() > 1:
+		return fs.usageError("unexpected argument %q (serve takes one configuration file)", fs.Arg(1))
+	case *cfgPath != "":
+		return fs.usageError("configuration file given twice: --config %s and %s", *cfgPath, fs.Arg(0))
 	}
-	return ""
+	*cfgPath = fs.Arg(0)
+	return nil
 }
 
-// loadConfig applies defaults < file < env < flags.
+// loadConfig applies defaults < file < env < flags and validates the
+// result. Its error lists every problem it found: keys the file could not
+// decode and settings Validate refuses (a file that cannot be read or is
+// not YAML stops it at once).
 func loadConfig(path string, getenv func(string) string, flags map[string]string) (config.Config, error) {
 	cfg := config.Default()
+	var decodeErr error
 	if path != "" {
-		if err := cfg.Load(path); err != nil {
-			return cfg, err
+		if decodeErr = cfg.Load(path); stopsLoading(decodeErr) {
+			return cfg, decodeErr
 		}
 	}
 	cfg.ApplyEnv(getenv)
 	if err := cfg.LoadSecrets(os.ReadFile); err != nil {
-		return cfg, err
+		return cfg, config.Join(decodeErr, err)
+	}
+	for flag, key := range map[string]string{"log-level": "log_level", "listen": "listen", "upstream": "upstream", "metrics-listen": "metrics_listen"} {
+		if _, ok := flags[flag]; ok {
+			cfg.Overridden(key)
+		}
 	}
 	if v, ok := flags["log-level"]; ok {
 		cfg.LogLevel = v
@@ -72,7 +90,14 @@ func loadConfig(path string, getenv func(string) string, flags map[string]string
 	if v, ok := flags["metrics-listen"]; ok {
 		cfg.MetricsListen = v
 	}
-	return cfg, cfg.Validate()
+	return cfg, config.Join(decodeErr, cfg.Validate())
+}
+
+// stopsLoading reports whether err, from config.Load, leaves nothing to
+// validate: the file could not be read or is not YAML. Keys it could not
+// decode do not stop it; Validate's problems are listed with theirs.
+func stopsLoading(err error) bool {
+	return err != nil && (!errors.As(err, new(*config.Error)) || errors.As(err, new(*config.SyntaxError)))
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -82,22 +107,27 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.String("upstream", config.Default().Upstream, "PostgreSQL server `address`")
 	fs.String("metrics-listen", "", "`address` of the HTTP server for /metrics, /healthz and /readyz (default: none)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error (default: log_level, FENCEPROXY_LOG_LEVEL)")
+	check := fs.Bool("check", false, "check the configuration (file, environment, flags) and exit: 0 when serve would start with it, 1 listing every problem; opens no port and no connection")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
 			return nil
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fs.usageError("unexpected argument %q%s", fs.Arg(0), configHint(fs.Arg(0)))
+	if err := configArg(fs, cfgPath); err != nil {
+		return err
 	}
 	set := map[string]string{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })
+	if *check {
+		return checkConfig(*cfgPath, getenv, set, stdout, stderr)
+	}
 	cfg, err := loadConfig(*cfgPath, getenv, set)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	level := new(slog.LevelVar)
+	log, err := newLogger(level, cfg.LogLevel, cfg.LogFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -109,35 +139,27 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
+	pcfg, err := serverConfig(cfg, nil)
+	if err != nil {
+		return err
+	}
+	pcfg.Logger = log
+	reg := newRegistry()
+	pcfg.Metrics = reg
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
+	srv := pgwire.NewServer(pcfg)
+	reloads := &reloader{path: *cfgPath, getenv: getenv, flags: set, log: log, level: level, srv: srv,
+		analyzer: pcfg.Fencing.Analyzer, cur: cfg, metrics: newReloadMetrics(reg)}
+	// Before the listening line: from then on a SIGHUP reloads, never
+	// ends the process.
+	stopHup := watchHangup(reloads.reload)
+	defer stopHup()
 	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream,
 		"client_tls", cfg.ClientTLS, "tls", cfg.TLSCert != "" && cfg.ClientTLS != "disable", "upstream_tls", cfg.UpstreamTLS)
-	pcfg := pgwire.Config{
-		Upstream:        cfg.Upstream,
-		DialTimeout:     cfg.UpstreamConnectTimeout,
-		StartupTimeout:  cfg.StartupTimeout,
-		MaxClientConns:  cfg.MaxClientConns,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		GoroutineRelay:  cfg.Relay == "goroutines",
-		Logger:          log,
-		RefusalLogRate:  cfg.RefusalLogRate,
-		RefusalLogBurst: cfg.RefusalLogBurst,
-		Fencing:         fencingConfig(cfg),
-	}
-	reg := newRegistry()
-	pcfg.Metrics = reg
-	certs, err := tlsSettings(cfg, &pcfg)
-	if err != nil {
-		ln.Close()
-		return err
-	}
 	warnTLS(log, cfg.ClientTLS, pcfg)
-	stopHup := watchHangup(certs, log)
-	defer stopHup()
-	srv := pgwire.NewServer(pcfg)
 	if cfg.MetricsListen != "" {
 		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, cfg.AdminToken, log)
 		if err != nil {
@@ -158,8 +180,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	stopSig := exitOnSecondSignal(log, os.Exit)
 	defer stopSig()
-	log.Info("fenceproxy shutting down", "shutdown_timeout", cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	shutdownTimeout := reloads.current().ShutdownTimeout
+	log.Info("fenceproxy shutting down", "shutdown_timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown_timeout reached: sessions still in a transaction were closed", "err", err)
@@ -169,10 +192,33 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return err
 }
 
-// fencingConfig turns the file's resources into the gate's policy.
-func fencingConfig(cfg config.Config) *gate.Config {
+// serverConfig turns cfg into the proxy server's settings, reading the TLS
+// files it names; analyzer is the one in use (nil: a new one). The caller
+// sets Logger and Metrics.
+func serverConfig(cfg config.Config, analyzer *gate.Analyzer) (pgwire.Config, error) {
+	pcfg := pgwire.Config{
+		Upstream:        cfg.Upstream,
+		DialTimeout:     cfg.UpstreamConnectTimeout,
+		StartupTimeout:  cfg.StartupTimeout,
+		MaxClientConns:  cfg.MaxClientConns,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		GoroutineRelay:  cfg.Relay == "goroutines",
+		RefusalLogRate:  cfg.RefusalLogRate,
+		RefusalLogBurst: cfg.RefusalLogBurst,
+		Fencing:         fencingConfig(cfg, analyzer),
+	}
+	_, err := tlsSettings(cfg, &pcfg)
+	return pcfg, err
+}
+
+// fencingConfig turns the file's resources into the gate's policy, with
+// analyzer (nil: a new one).
+func fencingConfig(cfg config.Config, analyzer *gate.Analyzer) *gate.Config {
+	if analyzer == nil {
+		analyzer = gate.NewAnalyzerBytes(pgwire.DefaultAnalyzerCacheSize, cfg.AnalysisCacheBytes)
+	}
 	g := &gate.Config{
-		Analyzer:          gate.NewAnalyzerBytes(pgwire.DefaultAnalyzerCacheSize, cfg.AnalysisCacheBytes),
+		Analyzer:          analyzer,
 		DefaultResource:   cfg.DefaultResource,
 		ReadsCheckOnly:    cfg.Reads == "check",
 		TransactionTokens: cfg.TokenScope == "transaction",

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/fenceproxy/fenceproxy/config"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
@@ -17,7 +13,8 @@ import (
 
 // certReloader serves the certificate in a pair of PEM files and re-reads
 // them on demand. Sessions keep the certificate they were set up with; new
-// handshakes get the latest one that loaded.
+// handshakes get the latest one that loaded. (A configuration reload reads
+// the files into a new one.)
 type certReloader struct {
 	certFile, keyFile string
 	cert              atomic.Pointer[tls.Certificate]
@@ -67,43 +64,4 @@ func tlsSettings(cfg config.Config, pcfg *pgwire.Config) (*certReloader, error) 
 		pcfg.UpstreamRootCAs = pool
 	}
 	return certs, nil
-}
-
-// watchHangup registers for SIGHUP (so the signal no longer ends the
-// process) and starts a goroutine that re-reads the TLS certificate on each
-// one; open sessions are not touched. Calling the returned stop unregisters
-// and waits for the goroutine to exit.
-func watchHangup(certs *certReloader, log *slog.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		reloadOnHangup(ctx, hup, certs, log)
-	}()
-	return func() {
-		signal.Stop(hup)
-		cancel()
-		<-done
-	}
-}
-
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, certs *certReloader, log *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		}
-		if certs == nil {
-			log.Info("SIGHUP: no TLS certificate to reload")
-			continue
-		}
-		if err := certs.reload(); err != nil {
-			log.Warn("SIGHUP: TLS certificate reload failed; keeping the previous one", "err", err)
-			continue
-		}
-		log.Info("SIGHUP: TLS certificate reloaded", "tls_cert", certs.certFile)
-	}
 }

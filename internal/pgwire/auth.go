@@ -30,7 +30,7 @@ func (s *session) relayAuth() error {
 				return s.authReplyMalformed(typ, err)
 			}
 			s.info.setBackendPID(k.ProcessID)
-			s.key = s.srv.cancels.register(upstreamKey{addr: s.srv.cfg.Upstream, pid: k.ProcessID, secret: k.SecretKey})
+			s.key = s.srv.cancels.register(upstreamKey{addr: s.cfg.Upstream, pid: k.ProcessID, secret: k.SecretKey})
 			if err := s.writeClient(s.key); err != nil {
 				return err
 			}

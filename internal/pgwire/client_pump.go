@@ -110,7 +110,7 @@ func (s *session) checkClientMessage(typ byte, n int) error {
 	}
 	switch typ {
 	case 'Q', 'P', 'E', 'D', 'C':
-		if limit := s.srv.cfg.maxMessageBytes(); n+4 > limit {
+		if limit := s.cfg.maxMessageBytes(); n+4 > limit {
 			return protocolViolation(fmt.Sprintf("message %q of %d bytes exceeds max_message_bytes (%d)", typ, n+4, limit))
 		}
 	}

@@ -272,7 +272,7 @@ func (s *session) relayInLoop() bool {
 // newLooped returns the session's state for an event loop, with duplicates
 // of its sockets, or nil when the loop cannot relay it.
 func (s *session) newLooped() *looped {
-	if !s.srv.cfg.eventLoop() {
+	if !s.cfg.eventLoop() {
 		return nil
 	}
 	cfd, cerr := dupFD(s.client)

@@ -46,6 +46,15 @@ func newRefusalLimiter(rate float64, burst int, now func() time.Time) *refusalLi
 	return &refusalLimiter{rate: rate, burst: float64(burst), tokens: float64(burst), now: now, last: now()}
 }
 
+// setRate changes the bucket's rate and burst (zero: the defaults); the
+// tokens in it stay, up to the new burst.
+func (l *refusalLimiter) setRate(rate float64, burst int) {
+	n := newRefusalLimiter(rate, burst, l.now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate, l.burst, l.tokens = n.rate, n.burst, min(l.tokens, n.burst)
+}
+
 // allow reports whether a line may be written now, and how many lines were
 // suppressed before it (to be reported first; the count is reset).
 func (l *refusalLimiter) allow() (ok bool, suppressed int64) {

@@ -141,10 +141,9 @@ const DefaultAnalyzerCacheSize = 4096
 // Server accepts PostgreSQL clients and relays each to its own upstream
 // connection. Its methods are safe for concurrent use.
 type Server struct {
-	cfg     Config
+	live    atomic.Pointer[Config] // in force for new sessions; never changed once stored (Reload stores another)
 	log     *slog.Logger
 	cancels cancelRegistry
-	fencing *gate.Config
 	metrics *metrics
 	nextID  atomic.Uint64
 
@@ -167,13 +166,32 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	fencing := cfg.Fencing
-	if fencing == nil {
-		fencing = &gate.Config{Analyzer: gate.NewAnalyzer(DefaultAnalyzerCacheSize)}
+	if cfg.Fencing == nil {
+		cfg.Fencing = &gate.Config{Analyzer: gate.NewAnalyzer(DefaultAnalyzerCacheSize)}
 	}
-	return &Server{cfg: cfg, log: log, cancels: newCancelRegistry(), fencing: fencing, metrics: newMetrics(cfg.Metrics),
+	s := &Server{log: log, cancels: newCancelRegistry(), metrics: newMetrics(cfg.Metrics),
 		refusals: newRefusalLimiter(cfg.RefusalLogRate, cfg.RefusalLogBurst, time.Now),
 		sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
+	s.live.Store(&cfg)
+	return s
+}
+
+// Reload puts cfg in force for the sessions accepted from now on: its
+// fencing policy, limits, timeouts, TLS settings and refusal log rate.
+// Sessions already open keep the Config they started with, whole: none is
+// ever changed under a session, so no session sees half of a change. The
+// fields fixed for the Server's life (Upstream, Logger, Metrics,
+// GoroutineRelay) keep their first value; cfg's are ignored. A nil Fencing
+// means no protected tables and no default resource, with the analyzer in
+// force kept.
+func (s *Server) Reload(cfg Config) {
+	cur := s.live.Load()
+	cfg.Upstream, cfg.Logger, cfg.Metrics, cfg.GoroutineRelay = cur.Upstream, cur.Logger, cur.Metrics, cur.GoroutineRelay
+	if cfg.Fencing == nil {
+		cfg.Fencing = &gate.Config{Analyzer: cur.Fencing.Analyzer}
+	}
+	s.refusals.setRate(cfg.RefusalLogRate, cfg.RefusalLogBurst)
+	s.live.Store(&cfg)
 }
 
 // Serve accepts connections on ln until ctx is done or Shutdown is called.
@@ -208,7 +226,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			break
 		}
 		sess := s.newSession(conn)
-		sess.overLimit = s.active.Add(1) > int64(s.cfg.maxClientConns())
+		sess.overLimit = s.active.Add(1) > int64(sess.cfg.maxClientConns())
 		s.metrics.sessionsTotal.Inc()
 		s.metrics.sessions.Inc()
 		s.wg.Add(1)
@@ -237,7 +255,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) newSession(conn net.Conn) *session {
-	sess := &session{srv: s, client: conn, id: s.nextID.Add(1), settled: make(chan struct{}, 1), closed: make(chan struct{})}
+	sess := &session{srv: s, cfg: s.live.Load(), client: conn, id: s.nextID.Add(1), settled: make(chan struct{}, 1), closed: make(chan struct{})}
 	sess.info.started = time.Now()
 	sess.log = s.log.With("conn", sess.id, "client", conn.RemoteAddr().String())
 	s.mu.Lock()

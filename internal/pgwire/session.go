@@ -25,6 +25,7 @@ import (
 // for it before returning. close, reached on every path, unblocks both.
 type session struct {
 	srv    *Server
+	cfg    *Config // the Server's Config when the session was accepted; read-only
 	id     uint64
 	log    *slog.Logger
 	client net.Conn
@@ -112,7 +113,7 @@ func (srv *Server) newRelay(client, upstream net.Conn, params map[string]string)
 	s := srv.newSession(client)
 	s.attach(upstream)
 	s.info.setStartup(params)
-	s.gate = gate.NewSession(srv.fencing, params)
+	s.gate = gate.NewSession(s.cfg.Fencing, params)
 	return s
 }
 
@@ -151,7 +152,7 @@ func (s *session) run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, s.close)
 	defer stop()
 
-	s.client.SetDeadline(time.Now().Add(s.srv.cfg.startupTimeout()))
+	s.client.SetDeadline(time.Now().Add(s.cfg.startupTimeout()))
 	startup, err := s.startup()
 	if err != nil || startup == nil {
 		var ce *clientError
@@ -164,15 +165,15 @@ func (s *session) run(ctx context.Context) {
 		return
 	}
 	s.info.setStartup(startup.Parameters)
-	if s.srv.cfg.RequireClientTLS && !s.clientTLSOn {
+	if s.cfg.RequireClientTLS && !s.clientTLSOn {
 		s.log.Info("plaintext client refused", "user", startup.Parameters["user"])
 		s.sendClient(fatal(codeInvalidAuthorization, "fenceproxy: TLS is required (client_tls: require); connect with sslmode=require or stronger"))
 		return
 	}
 	if s.overLimit {
 		s.srv.metrics.refusedConns.WithLabelValues(failTooMany).Inc()
-		s.log.Warn("too many client connections", "max_client_conns", s.srv.cfg.maxClientConns())
-		s.sendClient(fatal(codeTooManyConnections, fmt.Sprintf("fenceproxy: too many client connections (max_client_conns is %d)", s.srv.cfg.maxClientConns())))
+		s.log.Warn("too many client connections", "max_client_conns", s.cfg.maxClientConns())
+		s.sendClient(fatal(codeTooManyConnections, fmt.Sprintf("fenceproxy: too many client connections (max_client_conns is %d)", s.cfg.maxClientConns())))
 		return
 	}
 	if v, ok := startup.Parameters["replication"]; ok && walsender(v) {
@@ -181,7 +182,7 @@ func (s *session) run(ctx context.Context) {
 		s.sendClient(fatal(codeFeatureNotSupported, "fenceproxy: replication connections are not supported (startup parameter replication="+v+"); connect to the server directly"))
 		return
 	}
-	if err := gate.CheckStartup(s.srv.fencing, startup.Parameters); err != nil {
+	if err := gate.CheckStartup(s.cfg.Fencing, startup.Parameters); err != nil {
 		s.log.Info("startup refused", "user", startup.Parameters["user"], "err", err)
 		e := fatal(sqlstate.SessionToken, err.Error())
 		var se *gate.StartupError
@@ -198,7 +199,7 @@ func (s *session) run(ctx context.Context) {
 		return
 	}
 	defer s.srv.cancels.remove(s.key)
-	s.gate = gate.NewSession(s.srv.fencing, startup.Parameters)
+	s.gate = gate.NewSession(s.cfg.Fencing, startup.Parameters)
 	if err := s.relayAuth(); err != nil {
 		s.log.Info("authentication failed", "err", err)
 		return

@@ -40,7 +40,7 @@ func (s *session) startup() (*pgproto3.StartupMessage, error) {
 			if s.clientTLSOn {
 				return nil, protocolViolation("SSLRequest over TLS")
 			}
-			if s.srv.cfg.TLS != nil {
+			if s.cfg.TLS != nil {
 				if err := s.clientTLS(); err != nil {
 					return nil, err
 				}
@@ -76,18 +76,18 @@ func (s *session) cancel(req *pgproto3.CancelRequest) {
 		s.log.Info("cancel request with unknown key")
 		return
 	}
-	if err := forwardCancel(up, s.srv.cfg.dialTimeout()); err != nil {
+	if err := forwardCancel(up, s.cfg.dialTimeout()); err != nil {
 		s.log.Warn("forward cancel request", "err", err)
 	}
 }
 
 func (s *session) connectUpstream(startup *pgproto3.StartupMessage) error {
-	raw, err := net.DialTimeout("tcp", s.srv.cfg.Upstream, s.srv.cfg.dialTimeout())
+	raw, err := net.DialTimeout("tcp", s.cfg.Upstream, s.cfg.dialTimeout())
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(s.srv.cfg.startupTimeout())
-	conn, err := s.srv.cfg.upstreamTLS(raw, deadline)
+	deadline := time.Now().Add(s.cfg.startupTimeout())
+	conn, err := s.cfg.upstreamTLS(raw, deadline)
 	if err != nil {
 		raw.Close()
 		return err

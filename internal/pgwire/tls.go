@@ -47,7 +47,7 @@ func (s *session) clientTLS() error {
 	if _, err := s.client.Write([]byte{'S'}); err != nil {
 		return err
 	}
-	tc := tls.Server(s.client, s.srv.cfg.TLS)
+	tc := tls.Server(s.client, s.cfg.TLS)
 	if err := tc.Handshake(); err != nil {
 		return fmt.Errorf("client TLS handshake: %w", err)
 	}
