@@ -15,9 +15,10 @@ import (
 )
 
 // TestReloadProtectsANewTable: SIGHUP re-reads the whole file. A table the
-// new file protects (require_token) refuses an unfenced write through a new
-// session, without a restart; a setting that needs a restart (listen) is
-// named in a warning and kept; the session opened before keeps working.
+// new file protects (require_token) refuses an unfenced write without a
+// restart, through a new session and through one opened before the reload
+// (from its next statement on); a setting that needs a restart (listen) is
+// named in a warning and kept; reloading cuts no session.
 func TestReloadProtectsANewTable(t *testing.T) {
 	pg := harness.Postgres(t)
 	db := harness.CreateDB(t, pg)
@@ -44,6 +45,8 @@ func TestReloadProtectsANewTable(t *testing.T) {
 		wantCode(t, err, "55Z02")
 	}
 	mustExec(t, old, "SELECT 1") // reloading cut no session
+	_, err := old.Exec(t.Context(), "INSERT INTO jobs VALUES (3)")
+	wantCode(t, err, "55Z02")
 	if m := scrape(t, metrics); !strings.Contains(m, "fenceproxy_config_last_reload_successful 1") {
 		t.Errorf("metrics after a good reload:\n%s", grepLines(m, "fenceproxy_config_"))
 	}

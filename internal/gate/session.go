@@ -93,7 +93,8 @@ type unitState struct {
 // A Session is not safe for concurrent use; pgwire serializes the calls from
 // its two directions.
 type Session struct {
-	cfg *Config
+	cfg     *Config
+	nextCfg *Config // Reconfigure's, in force from the next unit on
 
 	// tokenMaybe is set while lock.fencing_token may hold a value on the
 	// server: every transaction's first read or write is then checked, and
@@ -191,8 +192,19 @@ func truncName(name string) string {
 	return name
 }
 
+// Reconfigure puts cfg in force for this session from the next unit the
+// client begins (a reloaded config): never inside a unit, whose statements
+// are decided under one policy. What the session already confirmed stays:
+// a check made under the old table map covers only what its key says, so a
+// write to a newly protected table is checked again. cfg must share the
+// session's Analyzer or be read-only like it.
+func (s *Session) Reconfigure(cfg *Config) { s.nextCfg = cfg }
+
 // Client decides about one client message.
 func (s *Session) Client(m Msg) Decision {
+	if s.nextCfg != nil && !s.unit.open {
+		s.cfg, s.nextCfg = s.nextCfg, nil
+	}
 	if s.skipping {
 		if m.Type != 'S' {
 			return Decision{} // discarded by the server, unanswered

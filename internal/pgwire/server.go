@@ -178,8 +178,11 @@ func NewServer(cfg Config) *Server {
 
 // Reload puts cfg in force for the sessions accepted from now on: its
 // fencing policy, limits, timeouts, TLS settings and refusal log rate.
-// Sessions already open keep the Config they started with, whole: none is
-// ever changed under a session, so no session sees half of a change. The
+// Sessions already open keep the limits and timeouts they started with;
+// their fencing policy (the table map, default_resource, reads,
+// token_scope) changes at the next unit their client begins
+// (gate.Session.Reconfigure), so a newly protected table is protected in
+// every session from its next statement on. The
 // fields fixed for the Server's life (Upstream, Logger, Metrics,
 // GoroutineRelay) keep their first value; cfg's are ignored. A nil Fencing
 // means no protected tables and no default resource, with the analyzer in
@@ -192,6 +195,9 @@ func (s *Server) Reload(cfg Config) {
 	}
 	s.refusals.setRate(cfg.RefusalLogRate, cfg.RefusalLogBurst)
 	s.live.Store(&cfg)
+	for _, sess := range s.sessionList() {
+		sess.reloaded.Store(cfg.Fencing)
+	}
 }
 
 // Serve accepts connections on ln until ctx is done or Shutdown is called.

@@ -26,6 +26,9 @@ import (
 type session struct {
 	srv    *Server
 	cfg    *Config // the Server's Config when the session was accepted; read-only
+	// reloaded is the fencing policy of a reload since, for the gate to
+	// take at the client's next unit (Server.Reload).
+	reloaded atomic.Pointer[gate.Config]
 	id     uint64
 	log    *slog.Logger
 	client net.Conn
