@@ -24,14 +24,14 @@ import (
 // it starts one upstream reader (pumpUpstream) after authentication and waits
 // for it before returning. close, reached on every path, unblocks both.
 type session struct {
-	srv    *Server
-	cfg    *Config // the Server's Config when the session was accepted; read-only
+	srv *Server
+	cfg *Config // the Server's Config when the session was accepted; read-only
 	// reloaded is the fencing policy of a reload since, for the gate to
 	// take at the client's next unit (Server.Reload).
 	reloaded atomic.Pointer[gate.Config]
-	id     uint64
-	log    *slog.Logger
-	client net.Conn
+	id       uint64
+	log      *slog.Logger
+	client   net.Conn
 
 	upstream net.Conn
 	key      *pgproto3.BackendKeyData // the key the client was given
