@@ -100,7 +100,7 @@ lint: vet
 ## (integration/session_model_diff_test.go); `make test` runs its fixed corpus.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := internal/pgwire:FuzzReadStartup internal/pgwire:FuzzReader internal/pgwire:FuzzSession internal/gate:FuzzAnalyze \
-	internal/gate:FuzzDirectives internal/hwm:FuzzLiteralRoundTrip
+	internal/gate:FuzzDirectives internal/fencestore:FuzzLiteralRoundTrip
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

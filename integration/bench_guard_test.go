@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -202,7 +202,7 @@ func setGuard(b *testing.B, admin *pgx.Conn, variant string) {
 			entries = append(entries, guard.Entry{Schema: "public", Name: t, Resource: "bank", Where: "bench"})
 		}
 	}
-	if _, err := guard.Protect(b.Context(), pgxhwm.Querier{Conn: admin}, entries, guard.Options{Remove: !on, Guard: variant}); err != nil {
+	if _, err := guard.Protect(b.Context(), fencestorepgx.Querier{Conn: admin}, entries, guard.Options{Remove: !on, Guard: variant}); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -385,7 +385,7 @@ func BenchmarkGuardPerStatement(b *testing.B) {
 	}
 	protect := func(impl string) {
 		entry := []guard.Entry{{Schema: "public", Name: "guarded", Resource: "bank", Where: "bench"}}
-		if _, err := guard.Protect(b.Context(), pgxhwm.Querier{Conn: admin}, entry, guard.Options{Guard: impl}); err != nil {
+		if _, err := guard.Protect(b.Context(), fencestorepgx.Querier{Conn: admin}, entry, guard.Options{Guard: impl}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 // BenchmarkCheckGuardCost measures, straight against PostgreSQL, what the
@@ -16,14 +16,14 @@ import (
 // serializes), with the plain CALL the proxy sends where the transaction
 // set both settings itself, and with the guarded arguments it sends where a
 // setting would be read that the transaction did not set
-// (hwm.AppendGuardedCall). pgbench -M simple -c 8, 5 s runs, the two
+// (fencestore.AppendGuardedCall). pgbench -M simple -c 8, 5 s runs, the two
 // alternating over b.N rounds; reports median TPS and their ratio.
 // Run with: go test -run '^$' -bench CheckGuardCost -benchtime 5x ./integration/
 func BenchmarkCheckGuardCost(b *testing.B) {
 	e := newFencedEnv(b, nil)
-	args := hwm.CheckArgs{Token: "1", Resource: "bench/CLIENT", Advance: true}
-	plainSQL := string(hwm.AppendLiteralCall(nil, args))
-	guardedSQL := string(hwm.AppendGuardedCall(nil, args, true, true))
+	args := fencestore.CheckArgs{Token: "1", Resource: "bench/CLIENT", Advance: true}
+	plainSQL := string(fencestore.AppendLiteralCall(nil, args))
+	guardedSQL := string(fencestore.AppendGuardedCall(nil, args, true, true))
 	dir := b.TempDir()
 	script := func(name, call string) string {
 		p := filepath.Join(dir, name)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/jackc/pgx/v5"
 )
@@ -22,11 +22,11 @@ func TestMigrateAndHWMCommands(t *testing.T) {
 		return string(out), err
 	}
 	out, err := fp("migrate", "--dsn", dsn)
-	if err != nil || !strings.Contains(out, "installed fence schema version "+strconv.Itoa(hwm.LatestVersion)) {
+	if err != nil || !strings.Contains(out, "installed fence schema version "+strconv.Itoa(fencestore.LatestVersion)) {
 		t.Fatalf("first migrate: %v\n%s", err, out)
 	}
 	out, err = fp("migrate", "--dsn", dsn)
-	if err != nil || !strings.Contains(out, "already at version "+strconv.Itoa(hwm.LatestVersion)) {
+	if err != nil || !strings.Contains(out, "already at version "+strconv.Itoa(fencestore.LatestVersion)) {
 		t.Fatalf("second migrate: %v\n%s", err, out)
 	}
 	if out, err = fp("hwm", "--dsn", dsn, "set", "orders/42", "42"); err != nil || !strings.Contains(out, "high-water mark 42") {
@@ -117,15 +117,15 @@ func TestMigrateCannotCreateClientRole(t *testing.T) {
 	}
 
 	mustExec(t, conn, "CREATE ROLE fence_client NOLOGIN")
-	if out, err = migrate(); err != nil || !strings.Contains(out, "upgraded fence schema from version 2 to "+strconv.Itoa(hwm.LatestVersion)) {
+	if out, err = migrate(); err != nil || !strings.Contains(out, "upgraded fence schema from version 2 to "+strconv.Itoa(fencestore.LatestVersion)) {
 		t.Fatalf("migrate after CREATE ROLE: %v\n%s", err, out)
 	}
 	var clientMay, publicMay bool
 	grants := `SELECT has_function_privilege('fence_client', 'fence.check(text, text, text, text, boolean, boolean)', 'EXECUTE'),
 		EXISTS (SELECT FROM pg_proc AS p, aclexplode(p.proacl) AS a
 			WHERE p.oid = 'fence.check(text, text, text, text, boolean, boolean)'::regprocedure AND a.grantee = 0)`
-	if err := conn.QueryRow(t.Context(), state).Scan(&version, &role, &registry); err != nil || version != hwm.LatestVersion || !role || !registry {
-		t.Fatalf("after the second migrate: version %d, fence_client %v, fence.protected %v (%v); want %d, true, true", version, role, registry, err, hwm.LatestVersion)
+	if err := conn.QueryRow(t.Context(), state).Scan(&version, &role, &registry); err != nil || version != fencestore.LatestVersion || !role || !registry {
+		t.Fatalf("after the second migrate: version %d, fence_client %v, fence.protected %v (%v); want %d, true, true", version, role, registry, err, fencestore.LatestVersion)
 	}
 	if err := conn.QueryRow(t.Context(), grants).Scan(&clientMay, &publicMay); err != nil || !clientMay || publicMay {
 		t.Fatalf("fence_client may execute fence.check: %v, PUBLIC may: %v (%v); want true, false", clientMay, publicMay, err)

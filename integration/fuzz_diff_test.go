@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -174,7 +174,7 @@ func (e *env) checkDifferential(t *testing.T, admin *pgx.Conn, c fuzzCase) {
 	t.Helper()
 	resetT(t, admin)
 	for _, r := range []string{"acct/1", "acct/2"} {
-		if _, err := hwm.Set(t.Context(), pgxhwm.Querier{Conn: admin}, r, 100); err != nil {
+		if _, err := fencestore.Set(t.Context(), fencestorepgx.Querier{Conn: admin}, r, 100); err != nil {
 			t.Fatal(err)
 		}
 	}

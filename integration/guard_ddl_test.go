@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -93,7 +93,7 @@ func newDDLGuardEnv(t *testing.T) ddlEnv {
 	for ref, p := range ddlTables {
 		entries = append(entries, guard.Entry{Schema: ref.Schema, Name: ref.Name, Resource: p.Resource, Where: "test"})
 	}
-	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: admin}, entries, guard.Options{}); err != nil {
+	if _, err := guard.Protect(t.Context(), fencestorepgx.Querier{Conn: admin}, entries, guard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	return ddlEnv{env: e, app: connect(t, e.pg.DSN(app, e.db), pgx.QueryExecModeSimpleProtocol), admin: admin,

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -55,7 +55,7 @@ func newGuardedEnv(t *testing.T) (e *env, viaProxy, direct string) {
 			entries = append(entries, guard.Entry{Schema: ref.Schema, Name: ref.Name, Resource: p.Resource, Where: "test"})
 		}
 	}
-	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: admin}, entries, guard.Options{}); err != nil {
+	if _, err := guard.Protect(t.Context(), fencestorepgx.Querier{Conn: admin}, entries, guard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	return e, e.proxy.DSN(app, "", e.db), e.pg.DSN(app, e.db)

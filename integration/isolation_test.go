@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -156,11 +156,11 @@ func TestTokenCeilingKeepsAResourceOpen(t *testing.T) {
 	e := newFencedEnv(t, nil)
 	ctx := context.Background()
 	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
-	q := pgxhwm.Querier{Conn: admin}
-	if err := hwm.SetCeiling(ctx, q, 1_000_000); err != nil {
+	q := fencestorepgx.Querier{Conn: admin}
+	if err := fencestore.SetCeiling(ctx, q, 1_000_000); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := hwm.Ceiling(ctx, q); err != nil || got != 1_000_000 {
+	if got, err := fencestore.Ceiling(ctx, q); err != nil || got != 1_000_000 {
 		t.Fatalf("Ceiling = %d, %v", got, err)
 	}
 	for name, mode := range modes {
@@ -181,10 +181,10 @@ func TestTokenCeilingKeepsAResourceOpen(t *testing.T) {
 	if m := e.mark(t, "ceiling"); m != 12 {
 		t.Fatalf("mark %d, want 12", m)
 	}
-	if err := hwm.SetCeiling(ctx, q, 0); err != nil {
+	if err := fencestore.SetCeiling(ctx, q, 0); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := hwm.Ceiling(ctx, q); err != nil || got != 0 {
+	if got, err := fencestore.Ceiling(ctx, q); err != nil || got != 0 {
 		t.Fatalf("Ceiling after removal = %d, %v", got, err)
 	}
 }

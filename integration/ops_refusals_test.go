@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -189,7 +189,7 @@ func TestGuardRefusalIsLogged(t *testing.T) {
 	}}, 100)
 	harnessExec(t, e.direct(), "CREATE TABLE jobs (id int PRIMARY KEY, v int)", "CREATE VIEW jobs_v AS SELECT * FROM jobs")
 	admin := connect(t, e.direct(), pgx.QueryExecModeExec)
-	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: admin},
+	if _, err := guard.Protect(t.Context(), fencestorepgx.Querier{Conn: admin},
 		[]guard.Entry{{Schema: "public", Name: "jobs", Resource: "jobs", Where: "test"}}, guard.Options{}); err != nil {
 		t.Fatal(err)
 	}

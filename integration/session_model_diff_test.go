@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -540,7 +540,7 @@ func (e *smEnv) run(t *testing.T, seq smSeq) smResult {
 			t.Fatal(err)
 		}
 	}
-	if _, err := hwm.Set(ctx, pgxhwm.Querier{Conn: e.via}, smResource, smTokenMark); err != nil {
+	if _, err := fencestore.Set(ctx, fencestorepgx.Querier{Conn: e.via}, smResource, smTokenMark); err != nil {
 		t.Fatal(err)
 	}
 	res := smResult{seq: seq}

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 )
 
 const hwmUsage = `Usage: fenceproxy hwm --dsn DSN list
@@ -49,10 +49,10 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer conn.Close(context.Background())
-	q := pgxhwm.Querier{Conn: conn}
+	q := fencestorepgx.Querier{Conn: conn}
 	switch rest[0] {
 	case "list":
-		marks, err := hwm.List(ctx, q)
+		marks, err := fencestore.List(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 	case "ceiling":
 		return runCeiling(ctx, q, rest[1:], stdout)
 	case "get":
-		m, err := hwm.Get(ctx, q, rest[1])
+		m, err := fencestore.Get(ctx, q, rest[1])
 		if err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func runHWM(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil || token <= 0 {
 			return fmt.Errorf("invalid token %q: must be a positive 64-bit integer", rest[2])
 		}
-		prev, err := hwm.Set(ctx, q, rest[1], token)
+		prev, err := fencestore.Set(ctx, q, rest[1], token)
 		if err != nil {
 			return err
 		}
@@ -109,9 +109,9 @@ func checkHWMArgs(fs *flagSet, rest []string) error {
 
 // runCeiling shows the token ceiling (no argument) or sets it: a positive
 // token, or "none".
-func runCeiling(ctx context.Context, q pgxhwm.Querier, args []string, stdout io.Writer) error {
+func runCeiling(ctx context.Context, q fencestorepgx.Querier, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		max, err := hwm.Ceiling(ctx, q)
+		max, err := fencestore.Ceiling(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func runCeiling(ctx context.Context, q pgxhwm.Querier, args []string, stdout io.
 			return fmt.Errorf("invalid ceiling %q: must be a positive 64-bit integer or none", args[0])
 		}
 	}
-	if err := hwm.SetCeiling(ctx, q, max); err != nil {
+	if err := fencestore.SetCeiling(ctx, q, max); err != nil {
 		return err
 	}
 	if max == 0 {

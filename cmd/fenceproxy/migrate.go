@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 )
 
 var errNoDSN = errors.New("--dsn is required (or FENCEPROXY_DSN): the database that holds the data, as the role that should own the fence store")
@@ -37,7 +37,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer conn.Close(context.Background())
-	res, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: conn})
+	res, err := fencestore.Migrate(ctx, fencestorepgx.Querier{Conn: conn})
 	if err != nil {
 		return err
 	}

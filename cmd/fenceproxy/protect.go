@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
 const protectUsage = `Usage: fenceproxy protect --dsn DSN --config FILE [--dry-run] [--remove] [--guard auto|c|plpgsql] [--verbose]
@@ -77,7 +77,7 @@ func runProtect(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer conn.Close(context.Background())
-	rep, err := guard.Protect(ctx, pgxhwm.Querier{Conn: conn}, entries, guard.Options{DryRun: *dryRun, Remove: *remove, Guard: *impl})
+	rep, err := guard.Protect(ctx, fencestorepgx.Querier{Conn: conn}, entries, guard.Options{DryRun: *dryRun, Remove: *remove, Guard: *impl})
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func verifyGuard(ctx context.Context, cfg config.Config, log *slog.Logger) error
 		return nil
 	}
 	defer conn.Close(context.Background())
-	v, err := guard.Verify(ctx, pgxhwm.Querier{Conn: conn}, guardEntries(cfg))
+	v, err := guard.Verify(ctx, fencestorepgx.Querier{Conn: conn}, guardEntries(cfg))
 	if err != nil {
 		if strict {
 			return fmt.Errorf("guard_verify: strict: cannot verify the database guard: %w", err)

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 )
 
 const serveUsage = `Usage: fenceproxy serve [FILE | --config FILE] [--listen ADDR] [--upstream ADDR]
@@ -242,7 +242,7 @@ func verifyStore(ctx context.Context, dsn string, log *slog.Logger) {
 		return
 	}
 	defer conn.Close(context.Background())
-	st, err := hwm.Status(ctx, pgxhwm.Querier{Conn: conn})
+	st, err := fencestore.Status(ctx, fencestorepgx.Querier{Conn: conn})
 	switch {
 	case err != nil:
 		log.Warn("fence store not usable: fenced statements will fail until you run fenceproxy migrate", "err", err)

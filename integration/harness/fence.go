@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,7 +18,7 @@ func Migrate(t testing.TB, dsn string) {
 		t.Fatalf("harness: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: conn}); err != nil {
+	if _, err := fencestore.Migrate(ctx, fencestorepgx.Querier{Conn: conn}); err != nil {
 		t.Fatalf("harness: migrate: %v", err)
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/lockstore"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -103,7 +103,7 @@ func (s *stack) install(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: conn}); err != nil {
+	if _, err := fencestore.Migrate(ctx, fencestorepgx.Querier{Conn: conn}); err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, "CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO accounts VALUES (1, 100)")

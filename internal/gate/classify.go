@@ -83,7 +83,7 @@ type Statement struct {
 	// set_config('search_path', …) to a value that mentions fence or is not a
 	// constant. Not covered: unqualified names resolved through a search_path
 	// set at startup or in a role's defaults, and what functions do when
-	// called; privileges on the fence schema are the backstop (internal/hwm).
+	// called; privileges on the fence schema are the backstop (internal/fencestore).
 	TouchesFence bool
 
 	// SetsFenceSetting is set when the statement may change

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -145,7 +145,7 @@ func (pg *simPG) run(st string, rows bool) (ok, copy bool) {
 			return false, false
 		}
 		pg.aborted, pg.checked = false, false
-	case st == hwm.ProbeStatement:
+	case st == fencestore.ProbeStatement:
 		if pg.token || pg.pending {
 			pg.emit('D')
 		}

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 // SQLSTATEs of the refusals the gate itself decides (the server raises them
@@ -145,13 +145,13 @@ func (r *refusal) sql() []byte { return r.append(nil) }
 // append appends the statement that raises r.
 func (r *refusal) append(dst []byte) []byte {
 	if r.detail == "" && r.hint == "" {
-		return hwm.AppendRaise(dst, r.code, r.message)
+		return fencestore.AppendRaise(dst, r.code, r.message)
 	}
-	return hwm.AppendRaiseStatement(dst, r.hwm())
+	return fencestore.AppendRaiseStatement(dst, r.raise())
 }
 
-func (r *refusal) hwm() hwm.Raise {
-	return hwm.Raise{Code: r.code, Message: r.message, Detail: r.detail, Hint: r.hint}
+func (r *refusal) raise() fencestore.Raise {
+	return fencestore.Raise{Code: r.code, Message: r.message, Detail: r.detail, Hint: r.hint}
 }
 
 // analysis is the outcome of looking at a text before deciding.
@@ -230,18 +230,18 @@ func (s *Session) cannotAnalyse(r *refusal) analysis {
 // action is what to inject before one statement.
 type action struct {
 	kind   uint8 // actNone, actCheck, actRaise
-	args   hwm.CheckArgs
-	extra  []hwm.CheckArgs // actCheck: one more check per resource of the tables written
+	args   fencestore.CheckArgs
+	extra  []fencestore.CheckArgs // actCheck: one more check per resource of the tables written
 	refuse refusal
 	guard  uint8 // actCheck: the settings the first check refuses to read (see Session.guardBits)
 }
 
 // checks returns the checks of an actCheck, in order; none otherwise.
-func (a action) checks() []hwm.CheckArgs {
+func (a action) checks() []fencestore.CheckArgs {
 	if a.kind != actCheck {
 		return nil
 	}
-	return append([]hwm.CheckArgs{a.args}, a.extra...)
+	return append([]fencestore.CheckArgs{a.args}, a.extra...)
 }
 
 const (
@@ -294,7 +294,7 @@ func (s *Session) decide(st, run *Statement) action {
 	return a
 }
 
-func keyOf(a hwm.CheckArgs, extra []hwm.CheckArgs) checkKey {
+func keyOf(a fencestore.CheckArgs, extra []fencestore.CheckArgs) checkKey {
 	k := checkKey{token: a.Token, resource: a.Resource, tableResource: a.TableResource, require: a.RequireToken, advance: a.Advance}
 	for _, e := range extra {
 		k.tables += e.Resource + "\x00"
@@ -389,7 +389,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if dir.Token == 0 && !s.tokenMaybe && !require {
 		return action{}
 	}
-	args := hwm.CheckArgs{
+	args := fencestore.CheckArgs{
 		Resource:        dir.Resource,
 		TableResource:   first(m.resources),
 		DefaultResource: s.cfg.DefaultResource,
@@ -401,7 +401,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 	}
 	extra := tableChecks(args, m.resources)
 	if run.recalled && s.tokenMaybe {
-		extra = append(extra, hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: args.Advance})
+		extra = append(extra, fencestore.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: args.Advance})
 	}
 	if s.unit.checked && s.unit.key.covers(keyOf(args, extra)) || s.unit.aborted {
 		return action{}
@@ -409,17 +409,17 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.configTextUnsure(args, extra) {
 		return raiseR(refConfigEncoding)
 	}
-	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(append([]hwm.CheckArgs{args}, extra...))}
+	return action{kind: actCheck, args: args, extra: extra, guard: s.guardBits(append([]fencestore.CheckArgs{args}, extra...))}
 }
 
 // guardBits returns, under Config.TransactionTokens, the fencing settings
 // the checks would read although the current transaction did not set them:
 // a value there was left on the server connection by someone, maybe
 // another client, so the first check refuses when one is set
-// (hwm.AppendGuardedCall), for all of them. A check's own token or
+// (fencestore.AppendGuardedCall), for all of them. A check's own token or
 // resource (a directive's, a table's forced one) is read instead of the
 // setting's.
-func (s *Session) guardBits(checks []hwm.CheckArgs) uint8 {
+func (s *Session) guardBits(checks []fencestore.CheckArgs) uint8 {
 	if !s.cfg.TransactionTokens {
 		return 0
 	}
@@ -482,7 +482,7 @@ func (s *Session) bytesAsUTF8() bool {
 // "billing-Ã©", another resource with another mark. The comment's
 // resource= is the client's own text and is converted like its SET
 // lock.resource; it needs nothing.
-func (s *Session) configTextUnsure(args hwm.CheckArgs, extra []hwm.CheckArgs) bool {
+func (s *Session) configTextUnsure(args fencestore.CheckArgs, extra []fencestore.CheckArgs) bool {
 	if s.bytesAsUTF8() && !s.unit.lexing {
 		return false
 	}
@@ -593,8 +593,8 @@ func (s *Session) executedDirectives(st *Statement) (Directives, *refusal) {
 // comment, then lock.resource, which the proxy cannot see, then the
 // table's), and the database guard (fenceproxy protect) needs a check of
 // each table's own resource.
-func tableChecks(main hwm.CheckArgs, resources []string) []hwm.CheckArgs {
-	var out []hwm.CheckArgs
+func tableChecks(main fencestore.CheckArgs, resources []string) []fencestore.CheckArgs {
+	var out []fencestore.CheckArgs
 	for _, r := range resources {
 		if r == main.Resource {
 			continue
@@ -688,7 +688,7 @@ func (s *Session) nameUnsafe(name string) bool {
 // sessionKey is the check a statement without directives gets in a session
 // that has no require_token table: the session's token and resource, advancing.
 func (s *Session) sessionKey() checkKey {
-	return keyOf(hwm.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: true}, nil)
+	return keyOf(fencestore.CheckArgs{DefaultResource: s.cfg.DefaultResource, Advance: true}, nil)
 }
 
 // opaqueRun stands for a statement whose text the proxy cannot know: it is
@@ -768,13 +768,13 @@ func appendAction(dst []byte, a action) []byte {
 		return a.refuse.append(dst)
 	}
 	if a.guard != 0 {
-		dst = hwm.AppendGuardedCall(dst, a.args, a.guard&fenceToken != 0, a.guard&fenceResource != 0)
+		dst = fencestore.AppendGuardedCall(dst, a.args, a.guard&fenceToken != 0, a.guard&fenceResource != 0)
 	} else {
-		dst = hwm.AppendLiteralCall(dst, a.args)
+		dst = fencestore.AppendLiteralCall(dst, a.args)
 	}
 	for _, e := range a.extra {
 		dst = append(dst, "; "...)
-		dst = hwm.AppendLiteralCall(dst, e)
+		dst = fencestore.AppendLiteralCall(dst, e)
 	}
 	return dst
 }

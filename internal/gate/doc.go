@@ -25,7 +25,7 @@
 // ReadyForQuery and ParameterStatus decoded) and gets one [Verdict]:
 // forward, hide (it answers an injected message), replace (an injected
 // statement's error, cleaned of internal context) or fail (a reply that fits
-// nothing: the session ends). Gate asks internal/hwm for the SQL of
+// nothing: the session ends). Gate asks internal/fencestore for the SQL of
 // check-and-advance and of the token probe; nothing calls back up. The
 // fail-closed rules of docs/design.md live in analyze (decide.go), the
 // registry (registry.go), the reply matching (replies.go) and the lexing
@@ -114,5 +114,5 @@
 // schema fence, 0A000 for a token on a statement that cannot run in a
 // transaction block, 22023 for malformed directives, 42601 for text that
 // could not be analysed while fencing is in play. Errors of an injected check
-// pass through hwm.ClientError (55Z03 when the fence store is missing).
+// pass through fencestore.ClientError (55Z03 when the fence store is missing).
 package gate

@@ -1,7 +1,7 @@
 package gate
 
 import (
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -306,7 +306,7 @@ func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 		var msgs []pgproto3.FrontendMessage
 		for i, c := range act.checks() {
 			if i == 0 && act.guard != 0 {
-				sql := hwm.AppendGuardedCall(nil, c, act.guard&fenceToken != 0, act.guard&fenceResource != 0)
+				sql := fencestore.AppendGuardedCall(nil, c, act.guard&fenceToken != 0, act.guard&fenceResource != 0)
 				msgs = append(msgs, s.injected(slot{inj: true, check: true}, checkName, string(sql), nil, true)...)
 				continue
 			}
@@ -321,8 +321,8 @@ func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 
 // injectCheck returns a check as extended-protocol messages (see
 // Session.injected).
-func (s *Session) injectCheck(args hwm.CheckArgs) []pgproto3.FrontendMessage {
-	return s.injected(slot{inj: true, check: true}, checkName, hwm.CheckStatement, hwm.Params(args), true)
+func (s *Session) injectCheck(args fencestore.CheckArgs) []pgproto3.FrontendMessage {
+	return s.injected(slot{inj: true, check: true}, checkName, fencestore.CheckStatement, fencestore.Params(args), true)
 }
 
 // injectRaise returns messages that make the server raise: the raise

@@ -1,7 +1,7 @@
 package gate
 
 import (
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -364,7 +364,7 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 	s.pre = prePending
 	s.endUnit(slot{kind: slotQuery, injected: []injKind{injRaise}, precheck: true})
 	r := refCannotFenceFn(st.Text)
-	return Decision{Wait: true, Before: []pgproto3.FrontendMessage{&pgproto3.Query{String: string(hwm.AppendRaiseIfToken(nil, r.hwm()))}}}, true
+	return Decision{Wait: true, Before: []pgproto3.FrontendMessage{&pgproto3.Query{String: string(fencestore.AppendRaiseIfToken(nil, r.raise()))}}}, true
 }
 
 // noTxnWords are fragments without which a statement cannot be one that

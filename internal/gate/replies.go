@@ -3,7 +3,7 @@ package gate
 import (
 	"fmt"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -129,7 +129,7 @@ func (s *Session) applyEffects(h *slot, i int) {
 // serverError takes an ErrorResponse. The head slot, and what the server
 // skips after it, are settled; an error that answers an injected statement
 // is cleaned for the client (internal context removed, the check's errors
-// mapped by hwm.ClientError) and replaces the original.
+// mapped by fencestore.ClientError) and replaces the original.
 func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	h := s.slots.front()
 	if e.Severity == "FATAL" || e.Severity == "PANIC" {
@@ -203,10 +203,10 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	}
 	c := *e
 	if check {
-		if code, msg, rewrite := hwm.ClientError(c.Code, c.Message); rewrite {
+		if code, msg, rewrite := fencestore.ClientError(c.Code, c.Message); rewrite {
 			c.Code, c.Message = code, msg
 		}
-		if hwm.IsUnownedSetting(c.Code, c.Message) {
+		if fencestore.IsUnownedSetting(c.Code, c.Message) {
 			r := refusalSessionRead
 			c.Code, c.Message, c.Detail, c.Hint = r.code, r.message, r.detail, r.hint
 		}

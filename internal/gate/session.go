@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -99,7 +99,7 @@ type Session struct {
 	// tokenMaybe is set while lock.fencing_token may hold a value on the
 	// server: every transaction's first read or write is then checked, and
 	// the server evaluates the setting inside the check. It is cleared only
-	// by a probe's answer (hwm.ProbeStatement) sent when nothing had set it
+	// by a probe's answer (fencestore.ProbeStatement) sent when nothing had set it
 	// since (maybeGen counts the settings).
 	tokenMaybe bool
 	maybeGen   uint64
@@ -109,7 +109,7 @@ type Session struct {
 	slots    slotQueue
 	settings settings
 
-	lastCheck hwm.CheckArgs // what the last check decided carried (LastCheck)
+	lastCheck fencestore.CheckArgs // what the last check decided carried (LastCheck)
 
 	lexPending int  // units in flight that may change lexing settings
 	extOpen    bool // extended-protocol messages sent since the last Sync
@@ -436,7 +436,7 @@ func mayCopyIn(text string, a *Analysis) bool {
 func (s *Session) probe() []pgproto3.FrontendMessage {
 	s.setMaybe()
 	s.probesOut++
-	msgs := s.injected(slot{inj: true, probe: true}, probeName, hwm.ProbeStatement, nil, true)
+	msgs := s.injected(slot{inj: true, probe: true}, probeName, fencestore.ProbeStatement, nil, true)
 	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen})
 	return append(msgs, &pgproto3.Sync{})
 }
@@ -478,4 +478,4 @@ func reserved(name string) bool { return strings.HasPrefix(name, reservedPrefix)
 // (empty when the setting supplies them, which the server evaluates), the
 // table's resource and the default. Zero before the first check. For an
 // operator's view of the session; fencing never depends on it.
-func (s *Session) LastCheck() hwm.CheckArgs { return s.lastCheck }
+func (s *Session) LastCheck() fencestore.CheckArgs { return s.lastCheck }

@@ -30,7 +30,7 @@ type slot struct {
 	kind slotKind
 
 	inj   bool // an extended-protocol message the gate injected
-	check bool // part of an injected check (its errors are mapped by hwm)
+	check bool // part of an injected check (its errors are mapped by the fence store package)
 	probe bool // part of an injected probe of lock.fencing_token
 
 	// For slotQuery: for each statement of the sent text, whether the gate
@@ -84,7 +84,7 @@ func (s *slot) isInjected() bool {
 }
 
 // isCheck reports whether the reply belongs to an injected check, whose
-// errors hwm maps.
+// errors the fence store package maps.
 func (s *slot) isCheck() bool {
 	if s.kind == slotQuery {
 		return s.stmt < len(s.injected) && s.injected[s.stmt] == injCheck

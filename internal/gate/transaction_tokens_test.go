@@ -14,7 +14,7 @@ import (
 // client). These transcripts pin down where trust starts and ends.
 
 // guarded is what a guarded check's argument starts with: it refuses a
-// setting its transaction did not set (hwm.AppendGuardedCall).
+// setting its transaction did not set (fencestore.AppendGuardedCall).
 const guarded = "CASE WHEN pg_catalog.current_setting("
 
 // lastCheck returns the form of the last check in upstream: "guarded" when

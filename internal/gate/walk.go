@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// fenceSchema is the schema internal/hwm installs the marks in.
+// fenceSchema is the schema internal/fencestore installs the marks in.
 const fenceSchema = "fence"
 
 // Settings that carry the fencing token and resource (docs/design.md).

@@ -10,8 +10,8 @@
 // (fence.sync), creating the event triggers when the role is a superuser,
 // and comparing what is installed with a config (Verify, which serve runs
 // with admin_dsn). The SQL that decides a write lives in the fence schema
-// (internal/hwm, migration 3): guard must not duplicate it, and like hwm it
-// knows no sessions, sockets or drivers; it takes an hwm.Querier.
+// (internal/fencestore, migration 3): guard must not duplicate it, and like fencestore it
+// knows no sessions, sockets or drivers; it takes an fencestore.Querier.
 //
 // # What the guard is
 //
@@ -32,7 +32,7 @@
 // fence.guard has two implementations that make the same decision: the
 // PL/pgSQL body of the fence store's migration, and a C function
 // (ext/fence_guard) about ten times cheaper per write statement. Protect
-// chooses (Options.Guard, impl.go); Verify and hwm.Status accept either.
+// chooses (Options.Guard, impl.go); Verify and fencestore.Status accept either.
 //
 // Statement-level, not row-level: a row-level PL/pgSQL trigger multiplies a
 // COPY's time many times over; a statement trigger costs the same for one

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 )
 
@@ -38,7 +38,7 @@ func TestCGuardExtension(t *testing.T) {
 	}
 
 	rep := e.protect(t, guard.Options{Guard: guard.GuardC})
-	if !slices.Contains(rep.SQL, hwm.CGuardExtensionSQL) || !slices.Contains(rep.SQL, hwm.CGuardSQL) {
+	if !slices.Contains(rep.SQL, fencestore.CGuardExtensionSQL) || !slices.Contains(rep.SQL, fencestore.CGuardSQL) {
 		t.Errorf("protect --guard c ran %q, want the extension and the C function", rep.SQL)
 	}
 	if len(rep.Notes) != 0 || len(rep.Info) != 1 || !strings.Contains(rep.Info[0], "the C guard") {
@@ -48,8 +48,8 @@ func TestCGuardExtension(t *testing.T) {
 	if err := super.QueryRow(ctx, "SELECT l.lanname, p.prosrc FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'fence.guard()'::regprocedure").Scan(&lang, &src); err != nil {
 		t.Fatal(err)
 	}
-	if lang != "c" || src != hwm.CGuardSymbol || extension() != "1.0" {
-		t.Fatalf("fence.guard is %s %s, extension %q; want c %s and the extension", lang, src, extension(), hwm.CGuardSymbol)
+	if lang != "c" || src != fencestore.CGuardSymbol || extension() != "1.0" {
+		t.Fatalf("fence.guard is %s %s, extension %q; want c %s and the extension", lang, src, extension(), fencestore.CGuardSymbol)
 	}
 	if rep := e.protect(t, guard.Options{Guard: guard.GuardC}); len(rep.SQL) != 0 {
 		t.Errorf("second protect --guard c ran %q, want nothing", rep.SQL)
@@ -60,8 +60,8 @@ func TestCGuardExtension(t *testing.T) {
 	if _, err := super.Exec(ctx, "DROP EXTENSION fence_guard"); err != nil {
 		t.Fatal(err)
 	}
-	if rep := e.protect(t, guard.Options{}); !slices.Equal(rep.SQL, []string{hwm.CGuardExtensionSQL}) {
-		t.Errorf("protect with a C fence.guard and no extension ran %q, want only %s", rep.SQL, hwm.CGuardExtensionSQL)
+	if rep := e.protect(t, guard.Options{}); !slices.Equal(rep.SQL, []string{fencestore.CGuardExtensionSQL}) {
+		t.Errorf("protect with a C fence.guard and no extension ran %q, want only %s", rep.SQL, fencestore.CGuardExtensionSQL)
 	}
 	if _, err := e.connect(t, e.app).Exec(ctx, "INSERT INTO jobs VALUES (1, 1)"); code(t, err) != "55Z02" {
 		t.Fatalf("unchecked insert under the C guard: %v, want 55Z02", err)
@@ -69,13 +69,13 @@ func TestCGuardExtension(t *testing.T) {
 	// A store whose fence.guard names the library's older symbol (made by
 	// an earlier protect) still refuses after the library is upgraded,
 	// and protect swaps it to the current one.
-	if _, err := super.Exec(ctx, "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '"+hwm.CGuardLibrary+"', 'fence_guard_v1'"); err != nil {
+	if _, err := super.Exec(ctx, "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '"+fencestore.CGuardLibrary+"', 'fence_guard_v1'"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.connect(t, e.app).Exec(ctx, "INSERT INTO jobs VALUES (1, 1)"); code(t, err) != "55Z02" {
 		t.Fatalf("unchecked insert under fence_guard_v1: %v, want 55Z02", err)
 	}
-	if rep := e.protect(t, guard.Options{}); !slices.Equal(rep.SQL, []string{hwm.CGuardSQL}) {
-		t.Errorf("protect with fence_guard_v1 ran %q, want only %s", rep.SQL, hwm.CGuardSQL)
+	if rep := e.protect(t, guard.Options{}); !slices.Equal(rep.SQL, []string{fencestore.CGuardSQL}) {
+		t.Errorf("protect with fence_guard_v1 ran %q, want only %s", rep.SQL, fencestore.CGuardSQL)
 	}
 }

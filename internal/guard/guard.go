@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 // Entry is one configured table to protect.
@@ -58,7 +58,7 @@ type Report struct {
 // outside a transaction, as a role that owns the fence store (or a
 // superuser) and may create triggers on the tables. A name that matches no
 // table is an error naming its Where, and nothing changes.
-func Protect(ctx context.Context, q hwm.Querier, entries []Entry, opts Options) (rep Report, err error) {
+func Protect(ctx context.Context, q fencestore.Querier, entries []Entry, opts Options) (rep Report, err error) {
 	if err := q.Exec(ctx, "BEGIN"); err != nil {
 		return Report{}, fmt.Errorf("protect: %w", err)
 	}
@@ -88,7 +88,7 @@ func Protect(ctx context.Context, q hwm.Querier, entries []Entry, opts Options) 
 }
 
 // prepare pins search_path, serializes protect runs and checks the store.
-func prepare(ctx context.Context, q hwm.Querier) error {
+func prepare(ctx context.Context, q fencestore.Querier) error {
 	for _, s := range []string{
 		"SET LOCAL search_path = pg_catalog, pg_temp",
 		"SELECT pg_catalog.pg_advisory_xact_lock(" + strconv.FormatInt(protectLockKey, 10) + ")",
@@ -97,7 +97,7 @@ func prepare(ctx context.Context, q hwm.Querier) error {
 			return fmt.Errorf("protect: %w", err)
 		}
 	}
-	v, err := hwm.Version(ctx, q)
+	v, err := fencestore.Version(ctx, q)
 	if err != nil {
 		return fmt.Errorf("protect: read the fence store's version: %w", err)
 	}
@@ -109,7 +109,7 @@ func prepare(ctx context.Context, q hwm.Querier) error {
 
 // runner runs and records statements.
 type runner struct {
-	q   hwm.Querier
+	q   fencestore.Querier
 	rep Report
 }
 
@@ -208,7 +208,7 @@ func (r *runner) eventTriggers(ctx context.Context, want bool) error {
 	var have int64
 	err := r.q.QueryRow(ctx, `SELECT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER),
 		(SELECT pg_catalog.count(*) FROM pg_catalog.pg_event_trigger WHERE evtname IN ($1, $2, $3))::int8`,
-		hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger).Scan(&super, &have)
+		fencestore.DDLEventTrigger, fencestore.DropEventTrigger, fencestore.StartEventTrigger).Scan(&super, &have)
 	if err != nil {
 		return fmt.Errorf("protect: read event triggers: %w", err)
 	}
@@ -216,14 +216,14 @@ func (r *runner) eventTriggers(ctx context.Context, want bool) error {
 		if want {
 			r.note("not a superuser: the event triggers that refuse DDL on protected tables and on what they use without a check (ALTER, DROP, RENAME, COMMENT, DROP SCHEMA … CASCADE, ALTER TYPE, CREATE OR REPLACE FUNCTION, … CONCURRENTLY, …) and guard new partitions were not installed; run fenceproxy protect as a superuser to add them")
 		} else if have > 0 {
-			r.note("not a superuser: the event triggers %s, %s and %s were left in place; drop them as a superuser", hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger)
+			r.note("not a superuser: the event triggers %s, %s and %s were left in place; drop them as a superuser", fencestore.DDLEventTrigger, fencestore.DropEventTrigger, fencestore.StartEventTrigger)
 		}
 		return nil
 	}
 	stmts := []string{
-		"DROP EVENT TRIGGER IF EXISTS " + hwm.DDLEventTrigger,
-		"DROP EVENT TRIGGER IF EXISTS " + hwm.DropEventTrigger,
-		"DROP EVENT TRIGGER IF EXISTS " + hwm.StartEventTrigger,
+		"DROP EVENT TRIGGER IF EXISTS " + fencestore.DDLEventTrigger,
+		"DROP EVENT TRIGGER IF EXISTS " + fencestore.DropEventTrigger,
+		"DROP EVENT TRIGGER IF EXISTS " + fencestore.StartEventTrigger,
 	}
 	if want {
 		if have == 3 {
@@ -245,7 +245,7 @@ func (r *runner) eventTriggers(ctx context.Context, want bool) error {
 // them, and makes sure they call the fence functions.
 func (r *runner) enableEventTriggers(ctx context.Context) error {
 	var ok bool
-	err := r.q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger).Scan(&ok)
+	err := r.q.QueryRow(ctx, eventTriggersOK, fencestore.DDLEventTrigger, fencestore.DropEventTrigger, fencestore.StartEventTrigger).Scan(&ok)
 	if err != nil {
 		return fmt.Errorf("protect: read event triggers: %w", err)
 	}
@@ -253,9 +253,9 @@ func (r *runner) enableEventTriggers(ctx context.Context) error {
 		return nil
 	}
 	drop := []string{
-		"DROP EVENT TRIGGER " + hwm.DDLEventTrigger,
-		"DROP EVENT TRIGGER " + hwm.DropEventTrigger,
-		"DROP EVENT TRIGGER " + hwm.StartEventTrigger,
+		"DROP EVENT TRIGGER " + fencestore.DDLEventTrigger,
+		"DROP EVENT TRIGGER " + fencestore.DropEventTrigger,
+		"DROP EVENT TRIGGER " + fencestore.StartEventTrigger,
 	}
 	for _, s := range append(drop, createEventTriggers...) {
 		if err := r.exec(ctx, s); err != nil {
@@ -269,9 +269,9 @@ func (r *runner) enableEventTriggers(ctx context.Context) error {
 // every command tag (no WHEN TAG IN: a tag the server does not support,
 // such as REINDEX before PostgreSQL 17, would be an error).
 var createEventTriggers = []string{
-	"CREATE EVENT TRIGGER " + hwm.DDLEventTrigger + " ON ddl_command_end EXECUTE FUNCTION fence.ddl_guard()",
-	"CREATE EVENT TRIGGER " + hwm.DropEventTrigger + " ON sql_drop EXECUTE FUNCTION fence.drop_guard()",
-	"CREATE EVENT TRIGGER " + hwm.StartEventTrigger + " ON ddl_command_start EXECUTE FUNCTION fence.ddl_start()",
+	"CREATE EVENT TRIGGER " + fencestore.DDLEventTrigger + " ON ddl_command_end EXECUTE FUNCTION fence.ddl_guard()",
+	"CREATE EVENT TRIGGER " + fencestore.DropEventTrigger + " ON sql_drop EXECUTE FUNCTION fence.drop_guard()",
+	"CREATE EVENT TRIGGER " + fencestore.StartEventTrigger + " ON ddl_command_start EXECUTE FUNCTION fence.ddl_start()",
 }
 
 // eventTriggersOK is true when the three event triggers exist, are enabled,

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
+	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
-	"github.com/fenceproxy/fenceproxy/internal/pgxhwm"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -85,7 +85,7 @@ func newEnv(t *testing.T) env {
 		t.Fatal(err)
 	}
 	super := e.connect(t, pgcluster.Superuser)
-	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: super}); err != nil {
+	if _, err := fencestore.Migrate(ctx, fencestorepgx.Querier{Conn: super}); err != nil {
 		t.Fatal(err)
 	}
 	setup := schemaSQL + fmt.Sprintf(`GRANT fence_client TO %[1]s;
@@ -112,7 +112,7 @@ func (e env) protect(t *testing.T, opts guard.Options) guard.Report {
 	if opts.Guard == guard.GuardAuto {
 		opts.Guard = e.impl
 	}
-	rep, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: e.connect(t, pgcluster.Superuser)}, entries, opts)
+	rep, err := guard.Protect(t.Context(), fencestorepgx.Querier{Conn: e.connect(t, pgcluster.Superuser)}, entries, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestDDL(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries2 := append(entries[:len(entries):len(entries)], guard.Entry{Schema: "s", Name: "kept", Resource: "s", Where: "t.yaml:6"})
-	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, entries2, guard.Options{}); err != nil {
+	if _, err := guard.Protect(t.Context(), fencestorepgx.Querier{Conn: super}, entries2, guard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	app := e.connect(t, e.app)
@@ -378,7 +378,7 @@ func TestDDL(t *testing.T) {
 	if _, err := app.Exec(t.Context(), "INSERT INTO events_2 VALUES (1, 150)"); code(t, err) != "55Z02" {
 		t.Fatalf("new partition: %v, want 55Z02", err)
 	}
-	v, err := guard.Verify(t.Context(), pgxhwm.Querier{Conn: super}, entries2)
+	v, err := guard.Verify(t.Context(), fencestorepgx.Querier{Conn: super}, entries2)
 	if err != nil || !v.OK() || len(v.Notes) != 0 {
 		t.Fatalf("Verify after DDL: %+v, %v", v, err)
 	}
@@ -438,7 +438,7 @@ func TestNarrowedGuardRepaired(t *testing.T) {
 	e := newEnv(t)
 	e.protect(t, guard.Options{})
 	super := e.connect(t, pgcluster.Superuser)
-	q := pgxhwm.Querier{Conn: super}
+	q := fencestorepgx.Querier{Conn: super}
 	for _, narrowed := range []string{
 		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION fence.guard('jobs')",
 		"CREATE OR REPLACE TRIGGER fence_guard BEFORE INSERT OR UPDATE OF id OR DELETE OR TRUNCATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION fence.guard('jobs')",
@@ -468,7 +468,7 @@ func TestProtectIdempotentAndRemove(t *testing.T) {
 		t.Fatal("dry run printed no SQL")
 	}
 	super := e.connect(t, pgcluster.Superuser)
-	q := pgxhwm.Querier{Conn: super}
+	q := fencestorepgx.Querier{Conn: super}
 	if v, _ := guard.Verify(t.Context(), q, entries); v.OK() {
 		t.Fatal("Verify OK after a dry run")
 	}
@@ -515,7 +515,7 @@ func TestProtectRefusesUnknownNames(t *testing.T) {
 	super := e.connect(t, pgcluster.Superuser)
 	bad := append(entries[:1:1], guard.Entry{Schema: "public", Name: "jobs_typo", Resource: "x", Where: "proxy.yaml:12"},
 		guard.Entry{Schema: "public", Name: "mixed", Resource: "x", Where: "proxy.yaml:13"})
-	_, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, bad, guard.Options{})
+	_, err := guard.Protect(t.Context(), fencestorepgx.Querier{Conn: super}, bad, guard.Options{})
 	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:12: table \"public\".\"jobs_typo\" matches no table") {
 		t.Fatalf("err = %v", err)
 	}
@@ -524,18 +524,18 @@ func TestProtectRefusesUnknownNames(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d triggers installed by a failed run", n)
 	}
-	_, err = guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{bad[2]}, guard.Options{})
+	_, err = guard.Protect(t.Context(), fencestorepgx.Querier{Conn: super}, []guard.Entry{bad[2]}, guard.Options{})
 	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:13") {
 		t.Fatalf("lower-case name of \"Mixed\": err = %v", err)
 	}
 	// A table without require_token gets no trigger, but its name must match.
 	unguarded := guard.Entry{Schema: "public", Name: "sofft", Resource: "soft", Where: "proxy.yaml:14", Unguarded: true}
-	_, err = guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{})
+	_, err = guard.Protect(t.Context(), fencestorepgx.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{})
 	if err == nil || !strings.Contains(err.Error(), "proxy.yaml:14") {
 		t.Fatalf("unguarded typo: err = %v", err)
 	}
 	unguarded.Name = "softt"
-	if _, err := guard.Protect(t.Context(), pgxhwm.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{}); err != nil {
+	if _, err := guard.Protect(t.Context(), fencestorepgx.Querier{Conn: super}, []guard.Entry{entries[0], unguarded}, guard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := super.QueryRow(t.Context(), "SELECT count(*) FROM pg_trigger WHERE tgname = 'fence_guard' AND tgrelid = 'softt'::regclass").Scan(&n); err != nil || n != 0 {
@@ -556,7 +556,7 @@ func TestProtectAsOwner(t *testing.T) {
 	}
 	e := env{pg: pg, name: db}
 	super := e.connect(t, pgcluster.Superuser)
-	if _, err := hwm.Migrate(ctx, pgxhwm.Querier{Conn: super}); err != nil {
+	if _, err := fencestore.Migrate(ctx, fencestorepgx.Querier{Conn: super}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := super.Exec(ctx, "GRANT CREATE ON SCHEMA public TO "+owner+"; GRANT ALL ON fence.protected TO "+owner); err != nil {
@@ -566,14 +566,14 @@ func TestProtectAsOwner(t *testing.T) {
 	if _, err := c.Exec(ctx, "CREATE TABLE jobs (id int)"); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{})
+	rep, err := guard.Protect(ctx, fencestorepgx.Querier{Conn: c}, entries[:1], guard.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Notes) != 2 || !strings.Contains(rep.Notes[0], "fence.guard is PL/pgSQL") || !strings.Contains(rep.Notes[1], "event triggers") {
 		t.Fatalf("notes: %q", rep.Notes)
 	}
-	if _, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{Guard: guard.GuardC}); err == nil || !strings.Contains(err.Error(), "needs a superuser") {
+	if _, err := guard.Protect(ctx, fencestorepgx.Querier{Conn: c}, entries[:1], guard.Options{Guard: guard.GuardC}); err == nil || !strings.Contains(err.Error(), "needs a superuser") {
 		t.Fatalf("--guard c as the owner: %v, want an error", err)
 	}
 	// The owner of fence.guard (and of schema fence, as the role that ran
@@ -581,13 +581,13 @@ func TestProtectAsOwner(t *testing.T) {
 	if _, err := super.Exec(ctx, "ALTER FUNCTION fence.guard() OWNER TO "+owner+"; GRANT CREATE ON SCHEMA fence TO "+owner+"; CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := guard.Protect(ctx, pgxhwm.Querier{Conn: c}, entries[:1], guard.Options{}); err != nil {
+	if _, err := guard.Protect(ctx, fencestorepgx.Querier{Conn: c}, entries[:1], guard.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Exec(ctx, "INSERT INTO jobs VALUES (1)"); code(t, err) != "55Z02" {
 		t.Fatalf("owner's unchecked write: %v", err)
 	}
-	v, err := guard.Verify(ctx, pgxhwm.Querier{Conn: c}, entries[:1])
+	v, err := guard.Verify(ctx, fencestorepgx.Querier{Conn: c}, entries[:1])
 	if err != nil || !v.OK() || len(v.Notes) != 1 {
 		t.Fatalf("Verify: %+v, %v", v, err)
 	}
@@ -601,12 +601,12 @@ func TestProtectAsOwner(t *testing.T) {
 func TestGuardImplementations(t *testing.T) {
 	e := newEnv(t)
 	super := e.connect(t, pgcluster.Superuser)
-	q := pgxhwm.Querier{Conn: super}
+	q := fencestorepgx.Querier{Conn: super}
 	impl := func() string {
 		t.Helper()
 		var impl string
 		var isSuper bool
-		if err := super.QueryRow(t.Context(), hwm.GuardImplQuery).Scan(&impl, &isSuper); err != nil {
+		if err := super.QueryRow(t.Context(), fencestore.GuardImplQuery).Scan(&impl, &isSuper); err != nil {
 			t.Fatal(err)
 		}
 		return impl
@@ -636,7 +636,7 @@ func TestGuardImplementations(t *testing.T) {
 		if v, err := guard.Verify(t.Context(), q, entries); err != nil || !v.OK() {
 			t.Fatalf("step %d: Verify: %+v, %v", i, v, err)
 		}
-		if st, err := hwm.Status(t.Context(), q); err != nil || !st.OK() {
+		if st, err := fencestore.Status(t.Context(), q); err != nil || !st.OK() {
 			t.Fatalf("step %d: Status: %v, %v", i, st, err)
 		}
 	}
@@ -645,10 +645,10 @@ func TestGuardImplementations(t *testing.T) {
 	if err := super.QueryRow(t.Context(), "SELECT setting FROM pg_config() WHERE name = 'PKGLIBDIR'").Scan(&libdir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := super.Exec(t.Context(), "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '"+libdir+"/fence_guard', '"+hwm.CGuardSymbol+"'"); err != nil {
+	if _, err := super.Exec(t.Context(), "CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE c AS '"+libdir+"/fence_guard', '"+fencestore.CGuardSymbol+"'"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := hwm.Status(t.Context(), q); err != nil || st.OK() || !strings.Contains(st.String(), "fence.guard") {
+	if st, err := fencestore.Status(t.Context(), q); err != nil || st.OK() || !strings.Contains(st.String(), "fence.guard") {
 		t.Fatalf("Status with fence.guard from another path: %v, %v; want a problem", st, err)
 	}
 	if got := impl(); got != "other" {
@@ -670,7 +670,7 @@ func TestGuardImplementations(t *testing.T) {
 	}
 	// A new session: fence.sync's plans in older ones hold the dropped
 	// function's oid.
-	if v, err := guard.Verify(t.Context(), pgxhwm.Querier{Conn: e.connect(t, pgcluster.Superuser)}, entries); err != nil || !v.OK() {
+	if v, err := guard.Verify(t.Context(), fencestorepgx.Querier{Conn: e.connect(t, pgcluster.Superuser)}, entries); err != nil || !v.OK() {
 		t.Fatalf("Verify after fence.guard was created again: %+v, %v", v, err)
 	}
 	if _, err := e.connect(t, e.app).Exec(t.Context(), "INSERT INTO jobs VALUES (1, 1)"); code(t, err) != "55Z02" {
@@ -704,20 +704,20 @@ func TestStartEventTriggerVerifiedAndRepaired(t *testing.T) {
 	e := newEnv(t)
 	e.protect(t, guard.Options{})
 	super := e.connect(t, pgcluster.Superuser)
-	q := pgxhwm.Querier{Conn: super}
+	q := fencestorepgx.Querier{Conn: super}
 	for _, weaken := range []string{
-		"ALTER EVENT TRIGGER " + hwm.StartEventTrigger + " DISABLE",
-		"DROP EVENT TRIGGER " + hwm.StartEventTrigger + "; CREATE EVENT TRIGGER " + hwm.StartEventTrigger +
+		"ALTER EVENT TRIGGER " + fencestore.StartEventTrigger + " DISABLE",
+		"DROP EVENT TRIGGER " + fencestore.StartEventTrigger + "; CREATE EVENT TRIGGER " + fencestore.StartEventTrigger +
 			" ON ddl_command_start WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION fence.ddl_start()",
-		"DROP EVENT TRIGGER " + hwm.StartEventTrigger,
+		"DROP EVENT TRIGGER " + fencestore.StartEventTrigger,
 	} {
 		if _, err := super.Exec(t.Context(), weaken); err != nil {
 			t.Fatal(err)
 		}
-		if v, err := guard.Verify(t.Context(), q, entries); err != nil || len(v.Notes) != 1 || !strings.Contains(v.Notes[0], hwm.StartEventTrigger) {
-			t.Errorf("Verify after %s: %+v, %v; want a note naming %s", weaken, v, err, hwm.StartEventTrigger)
+		if v, err := guard.Verify(t.Context(), q, entries); err != nil || len(v.Notes) != 1 || !strings.Contains(v.Notes[0], fencestore.StartEventTrigger) {
+			t.Errorf("Verify after %s: %+v, %v; want a note naming %s", weaken, v, err, fencestore.StartEventTrigger)
 		}
-		if rep := e.protect(t, guard.Options{}); !strings.Contains(strings.Join(rep.SQL, "\n"), "CREATE EVENT TRIGGER "+hwm.StartEventTrigger+" ON ddl_command_start") {
+		if rep := e.protect(t, guard.Options{}); !strings.Contains(strings.Join(rep.SQL, "\n"), "CREATE EVENT TRIGGER "+fencestore.StartEventTrigger+" ON ddl_command_start") {
 			t.Errorf("protect after %s ran %q", weaken, rep.SQL)
 		}
 		if v, err := guard.Verify(t.Context(), q, entries); err != nil || !v.OK() || len(v.Notes) != 0 {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 )
 
@@ -29,14 +29,14 @@ const cGuardHint = "install the extension fence_guard as root on the database se
 func (r *runner) implementation(ctx context.Context, mode string) error {
 	var impl string
 	var super bool
-	if err := r.q.QueryRow(ctx, hwm.GuardImplQuery).Scan(&impl, &super); err != nil {
+	if err := r.q.QueryRow(ctx, fencestore.GuardImplQuery).Scan(&impl, &super); err != nil {
 		return fmt.Errorf("protect: read fence.guard: %w", err)
 	}
 	plpgsql := func() error {
 		if impl == "plpgsql" {
 			return nil
 		}
-		return r.exec(ctx, hwm.PLpgSQLGuardSQL)
+		return r.exec(ctx, fencestore.PLpgSQLGuardSQL)
 	}
 	switch {
 	case mode == GuardPLpgSQL:
@@ -65,7 +65,7 @@ func (r *runner) implementation(ctx context.Context, mode string) error {
 	if err != nil {
 		return fmt.Errorf("protect: install the C guard: %w", err)
 	}
-	r.info("fence.guard is the C guard (extension %s, %s)", hwm.CGuardExtension, hwm.CGuardSymbol)
+	r.info("fence.guard is the C guard (extension %s, %s)", fencestore.CGuardExtension, fencestore.CGuardSymbol)
 	return nil
 }
 
@@ -74,16 +74,16 @@ func (r *runner) implementation(ctx context.Context, mode string) error {
 // then the function unless fence.guard (impl) is already the C guard.
 func (r *runner) cGuard(ctx context.Context, impl string) error {
 	var have bool
-	err := r.q.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = $1)", hwm.CGuardExtension).Scan(&have)
+	err := r.q.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = $1)", fencestore.CGuardExtension).Scan(&have)
 	if err != nil {
 		return fmt.Errorf("protect: read extensions: %w", err)
 	}
 	var stmts []string
 	if !have {
-		stmts = append(stmts, hwm.CGuardExtensionSQL)
+		stmts = append(stmts, fencestore.CGuardExtensionSQL)
 	}
 	if impl != "c" {
-		stmts = append(stmts, hwm.CGuardSQL)
+		stmts = append(stmts, fencestore.CGuardSQL)
 	}
 	if len(stmts) == 0 {
 		return nil

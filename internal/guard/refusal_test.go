@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/fenceproxy/fenceproxy/internal/guard"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -31,7 +31,7 @@ func TestGuardRefusalsCarryDetailAndHint(t *testing.T) {
 			pe.Detail == "" || pe.Hint == "" {
 			t.Errorf("%s: %s %q DETAIL %q HINT %q", impl, pe.Code, pe.Message, pe.Detail, pe.Hint)
 		}
-		if f := hwm.RefusalFields(pe.Message); f != (hwm.Refusal{Resource: "jobs"}) {
+		if f := fencestore.RefusalFields(pe.Message); f != (fencestore.Refusal{Resource: "jobs"}) {
 			t.Errorf("%s: RefusalFields = %+v, want resource jobs", impl, f)
 		}
 		if impl == guard.GuardC {
@@ -47,7 +47,7 @@ func TestGuardRefusalsCarryDetailAndHint(t *testing.T) {
 			if !errors.As(err, &pe) || pe.Code != "55Z02" || pe.Message != msg || pe.Detail == "" || pe.Hint == "" {
 				t.Errorf("%s: %v (DETAIL %q HINT %q), want 55Z02 %q", stmt, err, pe.Detail, pe.Hint, msg)
 			}
-			if f := hwm.RefusalFields(pe.Message); f != (hwm.Refusal{Resource: "jobs"}) {
+			if f := fencestore.RefusalFields(pe.Message); f != (fencestore.Refusal{Resource: "jobs"}) {
 				t.Errorf("%s: RefusalFields = %+v, want resource jobs", stmt, f)
 			}
 		}

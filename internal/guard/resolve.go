@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 // table is an entry resolved to one relation.
@@ -29,7 +29,7 @@ WHERE c.relname = $2 AND (n.nspname = $1 OR $1 = '' AND n.nspname NOT IN ('pg_ca
 // resolveAll resolves every entry; a name that matches no table, or a
 // relation that is not a table, is an error naming where it was written.
 // A table matched by two entries with different resources is an error too.
-func resolveAll(ctx context.Context, q hwm.Querier, entries []Entry) ([]table, error) {
+func resolveAll(ctx context.Context, q fencestore.Querier, entries []Entry) ([]table, error) {
 	var out []table
 	seen := map[string]table{}
 	for _, e := range entries {
@@ -51,7 +51,7 @@ func resolveAll(ctx context.Context, q hwm.Querier, entries []Entry) ([]table, e
 	return out, nil
 }
 
-func resolve(ctx context.Context, q hwm.Querier, e Entry) ([]table, error) {
+func resolve(ctx context.Context, q fencestore.Querier, e Entry) ([]table, error) {
 	var oids, names, kinds []string
 	if err := q.QueryRow(ctx, resolveQuery, e.Schema, e.Name).Scan(&oids, &names, &kinds); err != nil {
 		return nil, fmt.Errorf("protect: look up %s: %w", e, err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 // Verification is what Verify found.
@@ -24,10 +24,10 @@ func (v Verification) OK() bool { return len(v.Problems) == 0 }
 // relation (partitions, children and ancestors included) has its trigger.
 // q must be a session outside a transaction. An error means the database
 // could not be asked.
-func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, error) {
+func Verify(ctx context.Context, q fencestore.Querier, entries []Entry) (Verification, error) {
 	var v Verification
 	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
-	ver, err := hwm.Version(ctx, q)
+	ver, err := fencestore.Version(ctx, q)
 	if err != nil {
 		return v, fmt.Errorf("verify: read the fence store's version: %w", err)
 	}
@@ -59,18 +59,18 @@ func Verify(ctx context.Context, q hwm.Querier, entries []Entry) (Verification, 
 		return v, err
 	}
 	var ok bool
-	if err := q.QueryRow(ctx, eventTriggersOK, hwm.DDLEventTrigger, hwm.DropEventTrigger, hwm.StartEventTrigger).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, eventTriggersOK, fencestore.DDLEventTrigger, fencestore.DropEventTrigger, fencestore.StartEventTrigger).Scan(&ok); err != nil {
 		return v, fmt.Errorf("verify guard: read event triggers: %w", err)
 	}
 	if !ok && len(tables) > 0 {
-		v.Notes = append(v.Notes, "the event triggers "+hwm.DDLEventTrigger+", "+hwm.DropEventTrigger+" and "+hwm.StartEventTrigger+
+		v.Notes = append(v.Notes, "the event triggers "+fencestore.DDLEventTrigger+", "+fencestore.DropEventTrigger+" and "+fencestore.StartEventTrigger+
 			" are missing, disabled or narrowed: DDL on protected tables is not refused and new partitions are not guarded (run fenceproxy protect as a superuser)")
 	}
 	return v, nil
 }
 
 // compareRegistry checks the registry's configured rows against tables.
-func compareRegistry(ctx context.Context, q hwm.Querier, tables []table, problem func(string, ...any)) error {
+func compareRegistry(ctx context.Context, q fencestore.Querier, tables []table, problem func(string, ...any)) error {
 	var oids, resources, names []string
 	err := q.QueryRow(ctx, `SELECT COALESCE(pg_catalog.array_agg(p.relid::text ORDER BY p.relid), '{}'),
 		COALESCE(pg_catalog.array_agg(p.resource ORDER BY p.relid), '{}'),
@@ -103,7 +103,7 @@ func compareRegistry(ctx context.Context, q hwm.Querier, tables []table, problem
 
 // staleTriggers asks fence.sync, in a transaction it rolls back, what it
 // would change.
-func staleTriggers(ctx context.Context, q hwm.Querier, problem func(string, ...any)) error {
+func staleTriggers(ctx context.Context, q fencestore.Querier, problem func(string, ...any)) error {
 	if err := q.Exec(ctx, "BEGIN"); err != nil {
 		return fmt.Errorf("verify guard: %w", err)
 	}
@@ -124,10 +124,10 @@ func staleTriggers(ctx context.Context, q hwm.Querier, problem func(string, ...a
 // nothing), and, when the role is a superuser, that the server can load
 // the C guard's library: without it every write to a protected table
 // fails.
-func guardFunction(ctx context.Context, q hwm.Querier, problem func(string, ...any)) error {
+func guardFunction(ctx context.Context, q fencestore.Querier, problem func(string, ...any)) error {
 	var impl string
 	var super bool
-	if err := q.QueryRow(ctx, hwm.GuardImplQuery).Scan(&impl, &super); err != nil {
+	if err := q.QueryRow(ctx, fencestore.GuardImplQuery).Scan(&impl, &super); err != nil {
 		return fmt.Errorf("verify guard: read fence.guard: %w", err)
 	}
 	switch {

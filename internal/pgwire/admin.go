@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 // SessionInfo is one client session as the admin view shows it. The proxy
@@ -62,7 +62,7 @@ type ResourceInfo struct {
 // refusalNote is a refusal as sessions and the resource table keep it.
 type refusalNote struct {
 	Code    string
-	Refusal hwm.Refusal
+	Refusal fencestore.Refusal
 	Message string
 	At      time.Time
 }
@@ -123,14 +123,14 @@ func (i *sessionInfo) identity() identity {
 
 // lastCheck returns what the session's last fence check carried, and
 // whether it had one.
-func (s *session) lastCheck() (hwm.CheckArgs, bool) {
+func (s *session) lastCheck() (fencestore.CheckArgs, bool) {
 	s.gateMu.Lock()
 	defer s.gateMu.Unlock()
 	if s.gate == nil {
-		return hwm.CheckArgs{}, false
+		return fencestore.CheckArgs{}, false
 	}
 	c := s.gate.LastCheck()
-	return c, c != hwm.CheckArgs{}
+	return c, c != fencestore.CheckArgs{}
 }
 
 // state names the session's state as pg_stat_activity does.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -113,7 +113,7 @@ func (s *Server) reportSuppressed(ctx context.Context, interval time.Duration) {
 // the upstream reader.
 func (s *session) refused(e *pgproto3.ErrorResponse) {
 	s.srv.metrics.refusal(e.Code)
-	f := hwm.RefusalFields(e.Message)
+	f := fencestore.RefusalFields(e.Message)
 	if f.Resource == "" || f.Token == "" {
 		// The message does not say (a raise of the proxy's own, a
 		// serialization failure): what the last check carried.
@@ -124,7 +124,7 @@ func (s *session) refused(e *pgproto3.ErrorResponse) {
 	}
 	// Names and messages come from clients: clipped, so that a long one
 	// cannot make every line, and the admin view's memory, long.
-	f = hwm.Refusal{Resource: clip(f.Resource), Token: clip(f.Token), Mark: clip(f.Mark)}
+	f = fencestore.Refusal{Resource: clip(f.Resource), Token: clip(f.Token), Mark: clip(f.Mark)}
 	r := refusalNote{Code: e.Code, Refusal: f, Message: clip(e.Message), At: time.Now()}
 	s.info.setRefusal(r)
 	s.srv.resources.refused(r)

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
 	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -103,7 +103,7 @@ type gater interface {
 	Server(gate.Reply) gate.Verdict
 	Settled() bool
 	Probe() []pgproto3.FrontendMessage
-	LastCheck() hwm.CheckArgs
+	LastCheck() fencestore.CheckArgs
 }
 
 // newRelay returns a session that relays between client and upstream, two

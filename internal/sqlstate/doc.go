@@ -3,6 +3,6 @@
 // documentation, src/backend/utils/errcodes.txt) that the proxy uses for
 // its own errors, and the fencing codes of class 55 that fenceproxy
 // defines. Packages name them from here; SQL text sent to the server
-// (internal/hwm's functions) spells them out, and a test keeps the two
+// (internal/fencestore's functions) spells them out, and a test keeps the two
 // in step.
 package sqlstate

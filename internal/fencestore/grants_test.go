@@ -1,10 +1,10 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 // TestGrants connects as an unprivileged application role straight to
@@ -35,13 +35,13 @@ func TestGrants(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := hwm.Migrate(ctx, session{super}); err != nil {
+			if _, err := fencestore.Migrate(ctx, session{super}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := super.Exec(ctx, "GRANT fence_client TO "+role); err != nil {
 				t.Fatal(err)
 			}
-			if st, err := hwm.Status(ctx, session{super}); err != nil || !st.OK() {
+			if st, err := fencestore.Status(ctx, session{super}); err != nil || !st.OK() {
 				t.Fatalf("status %v, %v", st, err)
 			}
 			setMark(t, super, "r", 5)
@@ -71,18 +71,18 @@ func TestGrants(t *testing.T) {
 			if got := mark(t, app, "r"); got != 5 {
 				t.Errorf("app reads mark %d, want 5", got)
 			}
-			if err := call(ctx, app, hwm.CheckArgs{Token: "7", Resource: "r", Advance: true}); err != nil {
+			if err := call(ctx, app, fencestore.CheckArgs{Token: "7", Resource: "r", Advance: true}); err != nil {
 				t.Fatalf("app cannot advance: %v", err)
 			}
 			if got := mark(t, super, "r"); got != 7 {
 				t.Errorf("mark after app's check = %d, want 7", got)
 			}
-			err := call(ctx, app, hwm.CheckArgs{Token: "6", Resource: "r", Advance: true})
+			err := call(ctx, app, fencestore.CheckArgs{Token: "6", Resource: "r", Advance: true})
 			if code, _ := pgErr(t, err); code != "55Z01" {
 				t.Errorf("app's stale token: %v", err)
 			}
 			// Admin writes need the owner: the app role gets permission denied.
-			if _, err := hwm.Set(ctx, session{app}, "r", 1); err == nil {
+			if _, err := fencestore.Set(ctx, session{app}, "r", 1); err == nil {
 				t.Errorf("app could Set")
 			}
 		})
@@ -129,32 +129,34 @@ func TestNotInstalled(t *testing.T) {
 			}
 			app := db.connect(t, role)
 			for _, run := range []func() error{
-				func() error { return call(t.Context(), app, hwm.CheckArgs{Token: "1", Resource: "r", Advance: true}) },
 				func() error {
-					return callLiteral(t.Context(), app, hwm.CheckArgs{Token: "1", Resource: "r", Advance: true})
+					return call(t.Context(), app, fencestore.CheckArgs{Token: "1", Resource: "r", Advance: true})
+				},
+				func() error {
+					return callLiteral(t.Context(), app, fencestore.CheckArgs{Token: "1", Resource: "r", Advance: true})
 				},
 			} {
 				code, msg := pgErr(t, run())
 				if code != tt.code {
 					t.Fatalf("server said %s %q, want %s", code, msg, tt.code)
 				}
-				newCode, newMsg, rewrite := hwm.ClientError(code, msg)
+				newCode, newMsg, rewrite := fencestore.ClientError(code, msg)
 				want := "fence store not installed or not accessible (" + msg +
 					`): run "fenceproxy migrate" on this database, and check that the role may execute fence.check`
-				if !rewrite || newCode != hwm.CodeNotInstalled || newMsg != want {
-					t.Errorf("ClientError = %s %q %v\nwant %s %q", newCode, newMsg, rewrite, hwm.CodeNotInstalled, want)
+				if !rewrite || newCode != fencestore.CodeNotInstalled || newMsg != want {
+					t.Errorf("ClientError = %s %q %v\nwant %s %q", newCode, newMsg, rewrite, fencestore.CodeNotInstalled, want)
 				}
 			}
-			st, err := hwm.Status(t.Context(), session{app})
+			st, err := fencestore.Status(t.Context(), session{app})
 			if err == nil && st.OK() {
 				t.Errorf("Status as the application role is OK: %v", st)
 			}
-			if err != nil && !errors.Is(err, hwm.ErrNotInstalled) {
+			if err != nil && !errors.Is(err, fencestore.ErrNotInstalled) {
 				t.Errorf("Status: %v, want ErrNotInstalled or problems", err)
 			}
 			t.Logf("status: %v, %v", st, err)
-			_, err = hwm.List(t.Context(), session{app})
-			if got := errors.Is(err, hwm.ErrNotInstalled); got != tt.noList {
+			_, err = fencestore.List(t.Context(), session{app})
+			if got := errors.Is(err, fencestore.ErrNotInstalled); got != tt.noList {
 				t.Errorf("List: %v, ErrNotInstalled %v, want %v", err, got, tt.noList)
 			}
 		})
@@ -163,7 +165,7 @@ func TestNotInstalled(t *testing.T) {
 
 func TestClientErrorPassesFencingErrors(t *testing.T) {
 	for _, code := range []string{"55Z01", "55Z02", "22023", "40001", "57014", "XX000"} {
-		c, m, rewrite := hwm.ClientError(code, "msg")
+		c, m, rewrite := fencestore.ClientError(code, "msg")
 		if rewrite || c != code || m != "msg" {
 			t.Errorf("ClientError(%s) = %s %q %v, want unchanged", code, c, m, rewrite)
 		}

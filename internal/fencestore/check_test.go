@@ -1,11 +1,11 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -14,12 +14,14 @@ const noResource = `has no resource`
 func TestCheck(t *testing.T) {
 	db := newStore(t)
 	c := db.super(t)
-	adv := func(tok, res string) hwm.CheckArgs { return hwm.CheckArgs{Token: tok, Resource: res, Advance: true} }
+	adv := func(tok, res string) fencestore.CheckArgs {
+		return fencestore.CheckArgs{Token: tok, Resource: res, Advance: true}
+	}
 	tests := []struct {
 		name     string
 		setup    []string // run first, outside a transaction
 		mark     int64    // resource "r" before, 0: none
-		args     hwm.CheckArgs
+		args     fencestore.CheckArgs
 		code     string
 		msg      string
 		wantMark int64 // "r" after the committed call
@@ -31,18 +33,18 @@ func TestCheck(t *testing.T) {
 		{name: "max int64", mark: 1, args: adv("9223372036854775807", "r"), wantMark: 9223372036854775807},
 		{name: "stale", mark: 42, args: adv("41", "r"), code: "55Z01",
 			msg: `stale fencing token 41 for resource "r": high-water mark is 42`, wantMark: 42},
-		{name: "stale check only", mark: 42, args: hwm.CheckArgs{Token: "41", Resource: "r"}, code: "55Z01",
+		{name: "stale check only", mark: 42, args: fencestore.CheckArgs{Token: "41", Resource: "r"}, code: "55Z01",
 			msg: `stale fencing token 41 for resource "r": high-water mark is 42`, wantMark: 42},
-		{name: "check only does not advance", mark: 42, args: hwm.CheckArgs{Token: "50", Resource: "r"}, wantMark: 42},
-		{name: "check only without mark", args: hwm.CheckArgs{Token: "50", Resource: "r"}, wantMark: 0},
-		{name: "no token is a no-op", mark: 42, args: hwm.CheckArgs{Resource: "r", Advance: true}, wantMark: 42},
-		{name: "no token no resource is a no-op", args: hwm.CheckArgs{Advance: true}, wantMark: 0},
-		{name: "token required", args: hwm.CheckArgs{TableResource: "r", RequireToken: true, Advance: true}, code: "55Z02",
+		{name: "check only does not advance", mark: 42, args: fencestore.CheckArgs{Token: "50", Resource: "r"}, wantMark: 42},
+		{name: "check only without mark", args: fencestore.CheckArgs{Token: "50", Resource: "r"}, wantMark: 0},
+		{name: "no token is a no-op", mark: 42, args: fencestore.CheckArgs{Resource: "r", Advance: true}, wantMark: 42},
+		{name: "no token no resource is a no-op", args: fencestore.CheckArgs{Advance: true}, wantMark: 0},
+		{name: "token required", args: fencestore.CheckArgs{TableResource: "r", RequireToken: true, Advance: true}, code: "55Z02",
 			msg: `fencing token required for resource "r"`},
 		{name: "token required names table resource", setup: []string{"SET lock.resource = 'other'"},
-			args: hwm.CheckArgs{TableResource: "r", RequireToken: true, Advance: true}, code: "55Z02",
+			args: fencestore.CheckArgs{TableResource: "r", RequireToken: true, Advance: true}, code: "55Z02",
 			msg: `fencing token required for resource "r"`},
-		{name: "required token present", args: hwm.CheckArgs{Token: "7", TableResource: "r", RequireToken: true, Advance: true}, wantMark: 7},
+		{name: "required token present", args: fencestore.CheckArgs{Token: "7", TableResource: "r", RequireToken: true, Advance: true}, wantMark: 7},
 		{name: "letters", args: adv("abc", "r"), code: "22023", msg: `invalid fencing token "abc"`},
 		{name: "zero", args: adv("0", "r"), code: "22023", msg: `invalid fencing token "0"`},
 		{name: "zeros", args: adv("000", "r"), code: "22023", msg: `invalid fencing token "000"`},
@@ -59,21 +61,21 @@ func TestCheck(t *testing.T) {
 		{name: "invalid checked before resource", args: adv("x", ""), code: "22023", msg: `invalid fencing token "x"`},
 		{name: "no resource", args: adv("42", ""), code: "22023", msg: "fencing token 42 " + noResource},
 		{name: "no resource canonical token", args: adv("042", ""), code: "22023", msg: "fencing token 42 " + noResource},
-		{name: "setting token", setup: []string{"SET lock.fencing_token = '42'"}, args: hwm.CheckArgs{Resource: "r", Advance: true}, wantMark: 42},
-		{name: "setting token stale", mark: 50, setup: []string{"SET lock.fencing_token = '42'"}, args: hwm.CheckArgs{Resource: "r", Advance: true},
+		{name: "setting token", setup: []string{"SET lock.fencing_token = '42'"}, args: fencestore.CheckArgs{Resource: "r", Advance: true}, wantMark: 42},
+		{name: "setting token stale", mark: 50, setup: []string{"SET lock.fencing_token = '42'"}, args: fencestore.CheckArgs{Resource: "r", Advance: true},
 			code: "55Z01", msg: `stale fencing token 42 for resource "r": high-water mark is 50`, wantMark: 50},
-		{name: "setting token invalid", setup: []string{"SET lock.fencing_token = 'nope'"}, args: hwm.CheckArgs{Resource: "r", Advance: true},
+		{name: "setting token invalid", setup: []string{"SET lock.fencing_token = 'nope'"}, args: fencestore.CheckArgs{Resource: "r", Advance: true},
 			code: "22023", msg: `invalid fencing token "nope"`},
 		{name: "argument beats setting", setup: []string{"SET lock.fencing_token = '10'"}, args: adv("20", "r"), wantMark: 20},
-		{name: "empty setting is none", setup: []string{"SET lock.fencing_token = ''"}, args: hwm.CheckArgs{Resource: "r", Advance: true}, wantMark: 0},
-		{name: "setting resource", setup: []string{"SET lock.resource = 'r'"}, args: hwm.CheckArgs{Token: "9", Advance: true}, wantMark: 9},
+		{name: "empty setting is none", setup: []string{"SET lock.fencing_token = ''"}, args: fencestore.CheckArgs{Resource: "r", Advance: true}, wantMark: 0},
+		{name: "setting resource", setup: []string{"SET lock.resource = 'r'"}, args: fencestore.CheckArgs{Token: "9", Advance: true}, wantMark: 9},
 		{name: "setting token and resource", setup: []string{"SET lock.fencing_token = '11'", "SET lock.resource = 'r'"},
-			args: hwm.CheckArgs{Advance: true}, wantMark: 11},
+			args: fencestore.CheckArgs{Advance: true}, wantMark: 11},
 		{name: "resource argument beats setting", setup: []string{"SET lock.resource = 'other'"}, args: adv("9", "r"), wantMark: 9},
 		{name: "setting resource beats table", setup: []string{"SET lock.resource = 'r'"},
-			args: hwm.CheckArgs{Token: "9", TableResource: "other", DefaultResource: "other2", Advance: true}, wantMark: 9},
-		{name: "table resource beats default", args: hwm.CheckArgs{Token: "9", TableResource: "r", DefaultResource: "other", Advance: true}, wantMark: 9},
-		{name: "default resource", args: hwm.CheckArgs{Token: "9", DefaultResource: "r", Advance: true}, wantMark: 9},
+			args: fencestore.CheckArgs{Token: "9", TableResource: "other", DefaultResource: "other2", Advance: true}, wantMark: 9},
+		{name: "table resource beats default", args: fencestore.CheckArgs{Token: "9", TableResource: "r", DefaultResource: "other", Advance: true}, wantMark: 9},
+		{name: "default resource", args: fencestore.CheckArgs{Token: "9", DefaultResource: "r", Advance: true}, wantMark: 9},
 	}
 	for _, tt := range tests {
 		for _, proto := range []string{"extended", "simple"} {
@@ -130,7 +132,7 @@ func TestCheckRollbackLeavesMark(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := call(ctx, c, hwm.CheckArgs{Token: "20", Resource: "r", Advance: true}); err != nil {
+	if err := call(ctx, c, fencestore.CheckArgs{Token: "20", Resource: "r", Advance: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := mark(t, c, "r"); got != 20 {
@@ -142,7 +144,7 @@ func TestCheckRollbackLeavesMark(t *testing.T) {
 	if got := mark(t, c, "r"); got != 10 {
 		t.Fatalf("after ROLLBACK TO SAVEPOINT mark = %d, want 10", got)
 	}
-	if err := call(ctx, c, hwm.CheckArgs{Token: "30", Resource: "r", Advance: true}); err != nil {
+	if err := call(ctx, c, fencestore.CheckArgs{Token: "30", Resource: "r", Advance: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
@@ -160,11 +162,11 @@ func TestCheckReadOnly(t *testing.T) {
 	setMark(t, c, "r", 10)
 	for _, begin := range []string{"BEGIN READ ONLY", "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"} {
 		t.Run(begin, func(t *testing.T) {
-			err := inTx(ctx, c, begin, func() error { return call(ctx, c, hwm.CheckArgs{Token: "20", Resource: "r", Advance: true}) })
+			err := inTx(ctx, c, begin, func() error { return call(ctx, c, fencestore.CheckArgs{Token: "20", Resource: "r", Advance: true}) })
 			if err != nil {
 				t.Fatalf("higher token refused: %v", err)
 			}
-			err = inTx(ctx, c, begin, func() error { return call(ctx, c, hwm.CheckArgs{Token: "20", Resource: "new", Advance: true}) })
+			err = inTx(ctx, c, begin, func() error { return call(ctx, c, fencestore.CheckArgs{Token: "20", Resource: "new", Advance: true}) })
 			if err != nil {
 				t.Fatalf("token for a resource without mark refused: %v", err)
 			}
@@ -174,7 +176,7 @@ func TestCheckReadOnly(t *testing.T) {
 			if got := mark(t, c, "new"); got != 0 {
 				t.Errorf("mark of new = %d after read-only check, want none", got)
 			}
-			err = inTx(ctx, c, begin, func() error { return call(ctx, c, hwm.CheckArgs{Token: "9", Resource: "r", Advance: true}) })
+			err = inTx(ctx, c, begin, func() error { return call(ctx, c, fencestore.CheckArgs{Token: "9", Resource: "r", Advance: true}) })
 			if code, msg := pgErr(t, err); code != "55Z01" || msg != `stale fencing token 9 for resource "r": high-water mark is 10` {
 				t.Errorf("stale in read-only: %s %q", code, msg)
 			}
@@ -190,7 +192,7 @@ func TestCheckSetLocal(t *testing.T) {
 		if _, err := c.Exec(ctx, "SET LOCAL lock.fencing_token = '42'; SET LOCAL lock.resource = 'orders/42'"); err != nil {
 			return err
 		}
-		return callLiteral(ctx, c, hwm.CheckArgs{Advance: true})
+		return callLiteral(ctx, c, fencestore.CheckArgs{Advance: true})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -200,10 +202,10 @@ func TestCheckSetLocal(t *testing.T) {
 	}
 	// SET LOCAL ended with the transaction: no token now, so nothing happens
 	// even for a protected resource's check-only call without requirement.
-	if err := call(ctx, c, hwm.CheckArgs{Resource: "orders/42", Advance: true}); err != nil {
+	if err := call(ctx, c, fencestore.CheckArgs{Resource: "orders/42", Advance: true}); err != nil {
 		t.Fatal(err)
 	}
-	err = call(ctx, c, hwm.CheckArgs{TableResource: "orders/42", RequireToken: true, Advance: true})
+	err = call(ctx, c, fencestore.CheckArgs{TableResource: "orders/42", RequireToken: true, Advance: true})
 	if code, _ := pgErr(t, err); code != "55Z02" {
 		t.Fatalf("after SET LOCAL ended: %v, want 55Z02", err)
 	}
@@ -251,7 +253,7 @@ func TestCheckConcurrent(t *testing.T) {
 			if _, err := ca.Exec(ctx, "BEGIN"); err != nil {
 				t.Fatal(err)
 			}
-			if err := call(ctx, ca, hwm.CheckArgs{Token: tt.a, Resource: "r", Advance: true}); err != nil {
+			if err := call(ctx, ca, fencestore.CheckArgs{Token: tt.a, Resource: "r", Advance: true}); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
@@ -261,7 +263,7 @@ func TestCheckConcurrent(t *testing.T) {
 			}
 			go func() {
 				done <- inTx(ctx, cb, begin, func() error {
-					return call(ctx, cb, hwm.CheckArgs{Token: tt.b, Resource: "r", Advance: true})
+					return call(ctx, cb, fencestore.CheckArgs{Token: tt.b, Resource: "r", Advance: true})
 				})
 			}()
 			waitForLock(t, super, cb.PgConn().PID())

@@ -1,4 +1,4 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -21,7 +21,7 @@ var tricky = []string{
 }
 
 func TestAppendLiteralCall(t *testing.T) {
-	got := string(hwm.AppendLiteralCall([]byte("x; "), hwm.CheckArgs{Token: "42", Resource: "it's", TableResource: `a\b`, RequireToken: true}))
+	got := string(fencestore.AppendLiteralCall([]byte("x; "), fencestore.CheckArgs{Token: "42", Resource: "it's", TableResource: `a\b`, RequireToken: true}))
 	want := `x; CALL fence.check('42', 'it''s', $q$a\b$q$, '', true, false)`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -29,7 +29,7 @@ func TestAppendLiteralCall(t *testing.T) {
 }
 
 func TestParams(t *testing.T) {
-	p := hwm.Params(hwm.CheckArgs{Token: "42", DefaultResource: "d", Advance: true})
+	p := fencestore.Params(fencestore.CheckArgs{Token: "42", DefaultResource: "d", Advance: true})
 	want := []string{"42", "", "", "d", "false", "true"}
 	if len(p) != len(want) {
 		t.Fatalf("%d params", len(p))
@@ -80,7 +80,7 @@ func roundTrip(t *testing.T, c *pgx.Conn, s string) {
 	t.Helper()
 	ctx := t.Context()
 	if strings.IndexByte(s, 0) >= 0 {
-		err := callLiteral(ctx, c, hwm.CheckArgs{Resource: s})
+		err := callLiteral(ctx, c, fencestore.CheckArgs{Resource: s})
 		if code, msg := pgErr(t, err); code != "22023" || msg != "invalid fencing token or resource: contains a NUL byte" {
 			t.Errorf("NUL: %s %q", code, msg)
 		}
@@ -88,7 +88,7 @@ func roundTrip(t *testing.T, c *pgx.Conn, s string) {
 	}
 	if s != "" {
 		err := inTxRollback(ctx, c, func() error {
-			if err := callLiteral(ctx, c, hwm.CheckArgs{Token: "5", DefaultResource: s, Advance: true}); err != nil {
+			if err := callLiteral(ctx, c, fencestore.CheckArgs{Token: "5", DefaultResource: s, Advance: true}); err != nil {
 				return err
 			}
 			var got string
@@ -105,13 +105,13 @@ func roundTrip(t *testing.T, c *pgx.Conn, s string) {
 		}
 	}
 	if _, err := strconv.ParseUint(s, 10, 64); err != nil && s != "" {
-		err := callLiteral(ctx, c, hwm.CheckArgs{Token: s, Resource: "r"})
+		err := callLiteral(ctx, c, fencestore.CheckArgs{Token: s, Resource: "r"})
 		want := `invalid fencing token "` + s + `"`
 		if code, msg := pgErr(t, err); code != "22023" || msg != want {
 			t.Errorf("as token: %s %q, want %q", code, msg, want)
 		}
 	}
-	err := callLiteral(ctx, c, hwm.CheckArgs{TableResource: s, Resource: "other", RequireToken: true})
+	err := callLiteral(ctx, c, fencestore.CheckArgs{TableResource: s, Resource: "other", RequireToken: true})
 	want := `fencing token required for resource "` + s + `"`
 	if s == "" {
 		want = `fencing token required for resource "other"`
@@ -141,7 +141,7 @@ func TestAppendRaise(t *testing.T) {
 		}
 		for _, msg := range msgs {
 			t.Run("scs="+scs+"/"+strconv.Quote(msg), func(t *testing.T) {
-				sql := hwm.AppendRaise(nil, "22023", msg)
+				sql := fencestore.AppendRaise(nil, "22023", msg)
 				if _, err := c.Exec(ctx, "BEGIN"); err != nil {
 					t.Fatal(err)
 				}
@@ -160,13 +160,13 @@ func TestAppendRaise(t *testing.T) {
 		}
 	}
 	t.Run("code", func(t *testing.T) {
-		_, err := c.PgConn().Exec(ctx, string(hwm.AppendRaise(nil, hwm.CodeStaleToken, "m"))).ReadAll()
+		_, err := c.PgConn().Exec(ctx, string(fencestore.AppendRaise(nil, fencestore.CodeStaleToken, "m"))).ReadAll()
 		if code, _ := pgErr(t, err); code != "55Z01" {
 			t.Errorf("code %s", code)
 		}
 	})
 	t.Run("appends", func(t *testing.T) {
-		got := hwm.AppendRaise([]byte("SELECT 1; "), "22023", "x")
+		got := fencestore.AppendRaise([]byte("SELECT 1; "), "22023", "x")
 		if !bytes.HasPrefix(got, []byte("SELECT 1; DO $fence$BEGIN RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'x'; END$fence$")) {
 			t.Errorf("%s", got)
 		}

@@ -1,4 +1,4 @@
-package hwm
+package fencestore
 
 import "strings"
 

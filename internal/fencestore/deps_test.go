@@ -1,4 +1,4 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"os/exec"
@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestDeps keeps hwm's production code, with everything it imports, away
+// TestDeps keeps fencestore's production code, with everything it imports, away
 // from what it must not depend on.
 func TestDeps(t *testing.T) {
 	forbidden := map[string]string{
 		"net":     "hwm returns SQL; only pgwire holds connections",
 		"testing": "production code",
-		"github.com/fenceproxy/fenceproxy/internal/pgwire": "data flows pgwire → gate → hwm, never back",
-		"github.com/fenceproxy/fenceproxy/internal/gate":   "data flows pgwire → gate → hwm, never back",
+		"github.com/fenceproxy/fenceproxy/internal/pgwire": "data flows pgwire → gate → fencestore, never back",
+		"github.com/fenceproxy/fenceproxy/internal/gate":   "data flows pgwire → gate → fencestore, never back",
 		"github.com/fenceproxy/fenceproxy/integration":     "production code never needs the test harness",
 		"github.com/jackc/pgx/v5":                          "no driver: admin functions take a Querier",
 		"github.com/lib/pq":                                "no driver: admin functions take a Querier",

@@ -1,4 +1,4 @@
-package hwm
+package fencestore
 
 // The database guard (migration 3): triggers that fenceproxy protect puts on
 // protected tables refuse a write unless the transaction has passed a fence

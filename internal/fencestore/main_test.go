@@ -1,4 +1,4 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 
-// session adapts a pgx connection to hwm.Querier, as cmd/fenceproxy does.
+// session adapts a pgx connection to fencestore.Querier, as cmd/fenceproxy does.
 type session struct{ c *pgx.Conn }
 
 func (s session) Exec(ctx context.Context, sql string, args ...any) error {
@@ -25,7 +25,7 @@ func (s session) Exec(ctx context.Context, sql string, args ...any) error {
 	return err
 }
 
-func (s session) QueryRow(ctx context.Context, sql string, args ...any) hwm.Row {
+func (s session) QueryRow(ctx context.Context, sql string, args ...any) fencestore.Row {
 	return s.c.QueryRow(ctx, sql, args...)
 }
 
@@ -52,7 +52,7 @@ func newDB(t testing.TB) testDB {
 func newStore(t testing.TB) testDB {
 	t.Helper()
 	db := newDB(t)
-	if _, err := hwm.Migrate(t.Context(), session{db.connect(t, pgcluster.Superuser)}); err != nil {
+	if _, err := fencestore.Migrate(t.Context(), session{db.connect(t, pgcluster.Superuser)}); err != nil {
 		t.Fatal(err)
 	}
 	return db
@@ -86,7 +86,7 @@ func mark(t *testing.T, c *pgx.Conn, resource string) int64 {
 // setMark sets resource's mark directly.
 func setMark(t *testing.T, c *pgx.Conn, resource string, token int64) {
 	t.Helper()
-	if _, err := hwm.Set(t.Context(), session{c}, resource, token); err != nil {
+	if _, err := fencestore.Set(t.Context(), session{c}, resource, token); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -106,15 +106,15 @@ func pgErr(t *testing.T, err error) (code, msg string) {
 
 // call runs fence.check with a through the extended protocol, exactly as the
 // proxy binds it.
-func call(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
-	p := hwm.Params(a)
-	rr := c.PgConn().ExecParams(ctx, hwm.CheckStatement, p, nil, nil, nil).Read()
+func call(ctx context.Context, c *pgx.Conn, a fencestore.CheckArgs) error {
+	p := fencestore.Params(a)
+	rr := c.PgConn().ExecParams(ctx, fencestore.CheckStatement, p, nil, nil, nil).Read()
 	return rr.Err
 }
 
 // callLiteral runs fence.check with a through the simple protocol.
-func callLiteral(ctx context.Context, c *pgx.Conn, a hwm.CheckArgs) error {
-	_, err := c.PgConn().Exec(ctx, string(hwm.AppendLiteralCall(nil, a))).ReadAll()
+func callLiteral(ctx context.Context, c *pgx.Conn, a fencestore.CheckArgs) error {
+	_, err := c.PgConn().Exec(ctx, string(fencestore.AppendLiteralCall(nil, a))).ReadAll()
 	return err
 }
 

@@ -1,10 +1,10 @@
-// Package hwm is the fence store: the per-resource high-water marks of
+// Package fencestore is the fence store: the per-resource high-water marks of
 // fencing tokens, kept in PostgreSQL in the same database as the data, and
 // the SQL that checks and advances them.
 //
 // # What it owns, and what it must not do
 //
-// hwm owns the schema fence and its versioned migrations (Migrate, Status),
+// fencestore owns the schema fence and its versioned migrations (Migrate, Status),
 // the procedure fence.check that does check-and-advance, the text of the
 // statements that call it (CheckStatement, Params, AppendLiteralCall) or that
 // raise an error in the client's transaction (AppendRaise), the mapping of
@@ -16,15 +16,15 @@
 //
 // # Place in the flow
 //
-// pgwire → gate → hwm. The gate decides that a transaction must be fenced and
-// asks hwm for the SQL to inject before the client's first statement:
+// pgwire → gate → fencestore. The gate decides that a transaction must be fenced and
+// asks fencestore for the SQL to inject before the client's first statement:
 // CheckStatement with Params for the extended protocol (Parsed once per
 // session under a reserved name), or AppendLiteralCall in the same Query
 // message for the simple protocol. The server runs fence.check in the
 // client's transaction; pgwire hides its CommandComplete "CALL". If it
 // fails, gate passes the error through ClientError. For errors the proxy
 // detects itself, gate injects AppendRaise, so that PostgreSQL aborts the
-// transaction as for any failed statement. hwm calls nothing back.
+// transaction as for any failed statement. fencestore calls nothing back.
 //
 // # fence.check
 //
@@ -85,5 +85,5 @@
 //
 // # Metrics and logs
 //
-// None: hwm returns SQL and errors, and its callers count and log them.
-package hwm
+// None: fencestore returns SQL and errors, and its callers count and log them.
+package fencestore

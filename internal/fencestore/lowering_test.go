@@ -1,18 +1,18 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestMarksNeverGoDown checks that the store itself refuses every write that
 // would lower a mark, even by its owner or a superuser and even built by
 // dynamic SQL that no text filter can read, except through fence.set_mark
-// (hwm.Set), the operator's deliberate repair.
+// (fencestore.Set), the operator's deliberate repair.
 func TestMarksNeverGoDown(t *testing.T) {
 	db := newStore(t)
 	c := db.super(t)
@@ -35,8 +35,8 @@ func TestMarksNeverGoDown(t *testing.T) {
 		"BEGIN; SELECT fence.set_mark('other', 6); UPDATE fence.hwm SET token = 1 WHERE resource = 'r'",
 	} {
 		_, err := c.Exec(ctx, stmt)
-		if code, _ := pgErr(t, err); code != hwm.CodeMarkLowered {
-			t.Errorf("%s: err %v, want %s", stmt, err, hwm.CodeMarkLowered)
+		if code, _ := pgErr(t, err); code != fencestore.CodeMarkLowered {
+			t.Errorf("%s: err %v, want %s", stmt, err, fencestore.CodeMarkLowered)
 		}
 		if _, err := c.Exec(ctx, "ROLLBACK; RESET ALL"); err != nil {
 			t.Fatal(err)
@@ -56,12 +56,12 @@ func TestMarksNeverGoDown(t *testing.T) {
 			t.Errorf("%s: %v", stmt, err)
 		}
 	}
-	if err := call(ctx, c, hwm.CheckArgs{Token: "102", Resource: "r", Advance: true}); err != nil {
+	if err := call(ctx, c, fencestore.CheckArgs{Token: "102", Resource: "r", Advance: true}); err != nil {
 		t.Errorf("fence.check advancing: %v", err)
 	}
 
 	// The deliberate repair lowers it.
-	if prev, err := hwm.Set(ctx, session{c}, "r", 7); err != nil || prev != 102 {
+	if prev, err := fencestore.Set(ctx, session{c}, "r", 7); err != nil || prev != 102 {
 		t.Fatalf("Set = %d, %v; want previous 102", prev, err)
 	}
 	if got := mark(t, c, "r"); got != 7 {
@@ -80,22 +80,22 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		DELETE FROM fence.schema_version WHERE version = 2`+dropVersion3); err != nil {
 		t.Fatal(err)
 	}
-	st, err := hwm.Status(ctx, session{c})
+	st, err := fencestore.Status(ctx, session{c})
 	if err != nil || st.OK() || st.Version != 1 {
 		t.Fatalf("version 1 store: %v, %v", st, err)
 	}
-	res, err := hwm.Migrate(ctx, session{c})
+	res, err := fencestore.Migrate(ctx, session{c})
 	if err != nil || res.String() != "upgraded fence schema from version 1 to "+latest {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
-	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+	if st, err := fencestore.Status(ctx, session{c}); err != nil || !st.OK() {
 		t.Fatalf("after upgrade: %v, %v", st, err)
 	}
 	if got := mark(t, c, "r"); got != 100 {
 		t.Errorf("mark after upgrade %d, want 100", got)
 	}
 	_, err = c.Exec(ctx, "DELETE FROM fence.hwm")
-	if code, _ := pgErr(t, err); code != hwm.CodeMarkLowered {
+	if code, _ := pgErr(t, err); code != fencestore.CodeMarkLowered {
 		t.Errorf("DELETE after upgrade: %v", err)
 	}
 }
@@ -103,7 +103,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 // TestOwnerRoleMigratesAndRepairs: the documented set-up, a dedicated role
 // that is not a superuser, installs the store (PostgreSQL 15 refuses such a
 // role a function's SET clause for an unknown parameter) and can repair a
-// mark through hwm.Set, while its own direct lowering is refused.
+// mark through fencestore.Set, while its own direct lowering is refused.
 func TestOwnerRoleMigratesAndRepairs(t *testing.T) {
 	db := newDB(t)
 	role := "fence_owner_" + db.name
@@ -112,15 +112,15 @@ func TestOwnerRoleMigratesAndRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := db.connect(t, role)
-	if _, err := hwm.Migrate(t.Context(), session{owner}); err != nil {
+	if _, err := fencestore.Migrate(t.Context(), session{owner}); err != nil {
 		t.Fatalf("migrate as %s: %v", role, err)
 	}
 	setMark(t, owner, "r", 100)
 	_, err := owner.Exec(t.Context(), "UPDATE fence.hwm SET token = 1")
-	if code, _ := pgErr(t, err); code != hwm.CodeMarkLowered {
-		t.Errorf("owner's direct lowering: %v, want %s", err, hwm.CodeMarkLowered)
+	if code, _ := pgErr(t, err); code != fencestore.CodeMarkLowered {
+		t.Errorf("owner's direct lowering: %v, want %s", err, fencestore.CodeMarkLowered)
 	}
-	if prev, err := hwm.Set(t.Context(), session{owner}, "r", 7); err != nil || prev != 100 {
+	if prev, err := fencestore.Set(t.Context(), session{owner}, "r", 7); err != nil || prev != 100 {
 		t.Fatalf("Set as owner = %d, %v", prev, err)
 	}
 }
@@ -137,15 +137,15 @@ func TestUpgradeFromVersion3(t *testing.T) {
 		CREATE OR REPLACE FUNCTION fence.guard() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$BEGIN RETURN NULL; END$$`); err != nil {
 		t.Fatal(err)
 	}
-	st, err := hwm.Status(ctx, session{c})
+	st, err := fencestore.Status(ctx, session{c})
 	if err != nil || st.OK() || st.Version != 3 || !strings.Contains(st.String(), "version 3 is older than "+latest) {
 		t.Fatalf("version 3 store: %v, %v", st, err)
 	}
-	res, err := hwm.Migrate(ctx, session{c})
+	res, err := fencestore.Migrate(ctx, session{c})
 	if err != nil || res.String() != "upgraded fence schema from version 3 to "+latest {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
-	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+	if st, err := fencestore.Status(ctx, session{c}); err != nil || !st.OK() {
 		t.Fatalf("after upgrade: %v, %v", st, err)
 	}
 	var config []string
@@ -168,15 +168,15 @@ func TestUpgradeFromVersion4(t *testing.T) {
 		SET search_path = pg_catalog, pg_temp AS $$SELECT '{}'::oid[]$$`); err != nil {
 		t.Fatal(err)
 	}
-	st, err := hwm.Status(ctx, session{c})
+	st, err := fencestore.Status(ctx, session{c})
 	if err != nil || st.OK() || st.Version != 4 || !strings.Contains(st.String(), "version 4 is older than "+latest) {
 		t.Fatalf("version 4 store: %v, %v", st, err)
 	}
-	res, err := hwm.Migrate(ctx, session{c})
+	res, err := fencestore.Migrate(ctx, session{c})
 	if err != nil || res.String() != "upgraded fence schema from version 4 to "+latest {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
-	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+	if st, err := fencestore.Status(ctx, session{c}); err != nil || !st.OK() {
 		t.Fatalf("after upgrade: %v, %v", st, err)
 	}
 	var rels, drop, start bool
@@ -205,22 +205,22 @@ func TestUpgradeFromVersion6(t *testing.T) {
 			p_default_resource text, p_require_token boolean, p_advance boolean)
 		LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 		AS $$BEGIN RAISE EXCEPTION USING ERRCODE = '55Z02', MESSAGE = 'one long line'; END$$;
-		`+hwm.CGuardSQL); err != nil {
+		`+fencestore.CGuardSQL); err != nil {
 		t.Fatal(err)
 	}
-	st, err := hwm.Status(ctx, session{c})
+	st, err := fencestore.Status(ctx, session{c})
 	if err != nil || st.OK() || st.Version != 6 || !strings.Contains(st.String(), "version 6 is older than "+latest) {
 		t.Fatalf("version 6 store: %v, %v", st, err)
 	}
-	res, err := hwm.Migrate(ctx, session{c})
+	res, err := fencestore.Migrate(ctx, session{c})
 	if err != nil || res.String() != "upgraded fence schema from version 6 to "+latest {
 		t.Fatalf("Migrate = %v, %v", res, err)
 	}
-	if st, err := hwm.Status(ctx, session{c}); err != nil || !st.OK() {
+	if st, err := fencestore.Status(ctx, session{c}); err != nil || !st.OK() {
 		t.Fatalf("after upgrade: %v, %v", st, err)
 	}
 	err = inTx(ctx, c, "BEGIN", func() error {
-		return call(ctx, c, hwm.CheckArgs{TableResource: "r", RequireToken: true, Advance: true})
+		return call(ctx, c, fencestore.CheckArgs{TableResource: "r", RequireToken: true, Advance: true})
 	})
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Message != `fencing token required for resource "r"` || pe.Detail == "" || pe.Hint == "" {
@@ -228,7 +228,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	}
 	var impl string
 	var super bool
-	if err := c.QueryRow(ctx, hwm.GuardImplQuery).Scan(&impl, &super); err != nil || impl != "c" {
+	if err := c.QueryRow(ctx, fencestore.GuardImplQuery).Scan(&impl, &super); err != nil || impl != "c" {
 		t.Errorf("fence.guard after upgrade: %q, %v; want the C guard kept", impl, err)
 	}
 }

@@ -1,11 +1,11 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -19,29 +19,31 @@ func TestRefusalsCarryDetailAndHint(t *testing.T) {
 	c := db.super(t)
 	ctx := t.Context()
 	setMark(t, c, "r", 42)
-	if err := hwm.SetCeiling(ctx, session{c}, 1000); err != nil {
+	if err := fencestore.SetCeiling(ctx, session{c}, 1000); err != nil {
 		t.Fatal(err)
 	}
-	adv := func(tok, res string) hwm.CheckArgs { return hwm.CheckArgs{Token: tok, Resource: res, Advance: true} }
+	adv := func(tok, res string) fencestore.CheckArgs {
+		return fencestore.CheckArgs{Token: tok, Resource: res, Advance: true}
+	}
 	cases := []struct {
 		name, code, msg string
 		run             func() error
-		want            hwm.Refusal // what RefusalFields reads from the message
+		want            fencestore.Refusal // what RefusalFields reads from the message
 	}{
 		{"stale", "55Z01", `stale fencing token 41 for resource "r": high-water mark is 42`,
-			func() error { return call(ctx, c, adv("41", "r")) }, hwm.Refusal{Resource: "r", Token: "41", Mark: "42"}},
+			func() error { return call(ctx, c, adv("41", "r")) }, fencestore.Refusal{Resource: "r", Token: "41", Mark: "42"}},
 		{"token required", "55Z02", `fencing token required for resource "r"`,
 			func() error {
-				return call(ctx, c, hwm.CheckArgs{TableResource: "r", RequireToken: true, Advance: true})
-			}, hwm.Refusal{Resource: "r"}},
+				return call(ctx, c, fencestore.CheckArgs{TableResource: "r", RequireToken: true, Advance: true})
+			}, fencestore.Refusal{Resource: "r"}},
 		{"invalid", "22023", `invalid fencing token "4x"`,
-			func() error { return call(ctx, c, adv("4x", "r")) }, hwm.Refusal{Token: "4x"}},
+			func() error { return call(ctx, c, adv("4x", "r")) }, fencestore.Refusal{Token: "4x"}},
 		{"no resource", "22023", `fencing token 43 has no resource`,
-			func() error { return call(ctx, c, adv("43", "")) }, hwm.Refusal{Token: "43"}},
+			func() error { return call(ctx, c, adv("43", "")) }, fencestore.Refusal{Token: "43"}},
 		{"above ceiling", "22023", `fencing token 2000 for resource "r" is above the token ceiling 1000`,
-			func() error { return call(ctx, c, adv("2000", "r")) }, hwm.Refusal{Resource: "r", Token: "2000"}},
-		{"lowering", hwm.CodeMarkLowered, `DELETE on fence.hwm refused: high-water marks never go down`,
-			func() error { _, err := c.Exec(ctx, "DELETE FROM fence.hwm"); return err }, hwm.Refusal{}},
+			func() error { return call(ctx, c, adv("2000", "r")) }, fencestore.Refusal{Resource: "r", Token: "2000"}},
+		{"lowering", fencestore.CodeMarkLowered, `DELETE on fence.hwm refused: high-water marks never go down`,
+			func() error { _, err := c.Exec(ctx, "DELETE FROM fence.hwm"); return err }, fencestore.Refusal{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +61,7 @@ func TestRefusalsCarryDetailAndHint(t *testing.T) {
 			if !sentence(pe.Detail) || !sentence(pe.Hint) {
 				t.Errorf("DETAIL %q, HINT %q: want a sentence each", pe.Detail, pe.Hint)
 			}
-			if got := hwm.RefusalFields(pe.Message); got != tc.want {
+			if got := fencestore.RefusalFields(pe.Message); got != tc.want {
 				t.Errorf("RefusalFields(%q) = %+v, want %+v", pe.Message, got, tc.want)
 			}
 		})

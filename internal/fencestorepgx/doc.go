@@ -1,6 +1,6 @@
-// Package pgxhwm adapts a pgx connection to hwm.Querier, so that package hwm
+// Package fencestorepgx adapts a pgx connection to fencestore.Querier, so that package fencestore
 // depends on no driver while its callers (cmd/fenceproxy, the demo, the test
 // harness) share one adapter.
 //
 // A Querier is one connection and, like it, not safe for concurrent use.
-package pgxhwm
+package fencestorepgx

@@ -1,4 +1,4 @@
-package hwm_test
+package fencestore_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fenceproxy/fenceproxy/internal/hwm"
+	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 )
 
 func TestMigrateTwice(t *testing.T) {
@@ -15,7 +15,7 @@ func TestMigrateTwice(t *testing.T) {
 	q := session{db.super(t)}
 	ctx := t.Context()
 
-	st, err := hwm.Status(ctx, q)
+	st, err := fencestore.Status(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,35 +23,35 @@ func TestMigrateTwice(t *testing.T) {
 		t.Errorf("before: %+v %q", st, st)
 	}
 
-	res, err := hwm.Migrate(ctx, q)
+	res, err := fencestore.Migrate(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (hwm.MigrateResult{From: 0, To: hwm.LatestVersion}); res != want || !res.Changed() {
+	if want := (fencestore.MigrateResult{From: 0, To: fencestore.LatestVersion}); res != want || !res.Changed() {
 		t.Errorf("first = %+v, want %+v", res, want)
 	}
-	if got, want := res.String(), "installed fence schema version "+strconv.Itoa(hwm.LatestVersion); got != want {
+	if got, want := res.String(), "installed fence schema version "+strconv.Itoa(fencestore.LatestVersion); got != want {
 		t.Errorf("first says %q, want %q", got, want)
 	}
 
-	res, err = hwm.Migrate(ctx, q)
+	res, err = fencestore.Migrate(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Changed() || res.String() != "fence schema already at version "+strconv.Itoa(hwm.LatestVersion) {
+	if res.Changed() || res.String() != "fence schema already at version "+strconv.Itoa(fencestore.LatestVersion) {
 		t.Errorf("second = %+v %q, want a no-op", res, res)
 	}
 
-	st, err = hwm.Status(ctx, q)
+	st, err = fencestore.Status(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.OK() || st.Version != hwm.LatestVersion || st.Latest != hwm.LatestVersion || st.String() != "fence schema version "+strconv.Itoa(hwm.LatestVersion)+": ok" {
+	if !st.OK() || st.Version != fencestore.LatestVersion || st.Latest != fencestore.LatestVersion || st.String() != "fence schema version "+strconv.Itoa(fencestore.LatestVersion)+": ok" {
 		t.Errorf("after: %+v %q", st, st)
 	}
 	var n int
-	if err := db.super(t).QueryRow(ctx, "SELECT count(*) FROM fence.schema_version").Scan(&n); err != nil || n != hwm.LatestVersion {
-		t.Errorf("schema_version rows = %d, %v; want %d", n, err, hwm.LatestVersion)
+	if err := db.super(t).QueryRow(ctx, "SELECT count(*) FROM fence.schema_version").Scan(&n); err != nil || n != fencestore.LatestVersion {
+		t.Errorf("schema_version rows = %d, %v; want %d", n, err, fencestore.LatestVersion)
 	}
 }
 
@@ -62,11 +62,11 @@ func TestMigrateConcurrent(t *testing.T) {
 	for i := range qs {
 		qs[i] = session{db.super(t)}
 	}
-	results := make([]hwm.MigrateResult, n)
+	results := make([]fencestore.MigrateResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range qs {
-		wg.Go(func() { results[i], errs[i] = hwm.Migrate(t.Context(), qs[i]) })
+		wg.Go(func() { results[i], errs[i] = fencestore.Migrate(t.Context(), qs[i]) })
 	}
 	wg.Wait()
 	installed := 0
@@ -74,7 +74,7 @@ func TestMigrateConcurrent(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("migrate %d: %v", i, errs[i])
 		}
-		if results[i].To != hwm.LatestVersion {
+		if results[i].To != fencestore.LatestVersion {
 			t.Errorf("migrate %d: %+v", i, results[i])
 		}
 		if results[i].Changed() {
@@ -86,8 +86,8 @@ func TestMigrateConcurrent(t *testing.T) {
 	}
 }
 
-// latest is hwm.LatestVersion as status and migrate print it.
-var latest = strconv.Itoa(hwm.LatestVersion)
+// latest is fencestore.LatestVersion as status and migrate print it.
+var latest = strconv.Itoa(fencestore.LatestVersion)
 
 func TestMigrateRefuses(t *testing.T) {
 	tests := []struct {
@@ -112,11 +112,11 @@ func TestMigrateRefuses(t *testing.T) {
 			if _, err := c.Exec(t.Context(), tt.setup); err != nil {
 				t.Fatal(err)
 			}
-			_, err := hwm.Migrate(t.Context(), session{c})
+			_, err := fencestore.Migrate(t.Context(), session{c})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
 			}
-			st, err := hwm.Status(t.Context(), session{c})
+			st, err := fencestore.Status(t.Context(), session{c})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestStatusProblems(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			st, err := hwm.Status(t.Context(), session{c})
+			st, err := fencestore.Status(t.Context(), session{c})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,8 +191,8 @@ func TestStatusProblems(t *testing.T) {
 		if _, err := db.super(t).Exec(t.Context(), "REVOKE ALL ON fence.schema_version FROM PUBLIC; CREATE ROLE status_r LOGIN"); err != nil {
 			t.Fatal(err)
 		}
-		_, err := hwm.Status(t.Context(), session{db.connect(t, "status_r")})
-		if !errors.Is(err, hwm.ErrNotInstalled) {
+		_, err := fencestore.Status(t.Context(), session{db.connect(t, "status_r")})
+		if !errors.Is(err, fencestore.ErrNotInstalled) {
 			t.Errorf("err = %v, want ErrNotInstalled", err)
 		}
 	})
@@ -214,10 +214,10 @@ func TestMigrateAsOwner(t *testing.T) {
 		}
 	}
 	q := session{db.connect(t, owner)}
-	if _, err := hwm.Migrate(ctx, q); err != nil {
+	if _, err := fencestore.Migrate(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := hwm.Status(ctx, q); err != nil || !st.OK() {
+	if st, err := fencestore.Status(ctx, q); err != nil || !st.OK() {
 		t.Fatalf("status as the owner: %v, %v", st, err)
 	}
 }
