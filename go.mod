@@ -3,6 +3,10 @@ module github.com/fenceproxy/fenceproxy
 go 1.26.8
 
 require (
+	github.com/fenceproxy/fenceproxy/lockclient v0.0.0-00010101000000-000000000000
+	github.com/fenceproxy/fenceproxy/lockclient/pgxfence v0.0.0-00010101000000-000000000000
+	github.com/fenceproxy/fenceproxy/lockclient/redislock v0.0.0-00010101000000-000000000000
+	github.com/fenceproxy/fenceproxy/lockclient/zklock v0.0.0-00010101000000-000000000000
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/lib/pq v1.12.3
@@ -10,7 +14,6 @@ require (
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
-	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
 )
 
@@ -83,3 +86,12 @@ require (
 )
 
 tool go.etcd.io/etcd/server/v3
+
+// The lockclient modules live in this repository (lockclient/README.md).
+replace github.com/fenceproxy/fenceproxy/lockclient => ./lockclient
+
+replace github.com/fenceproxy/fenceproxy/lockclient/redislock => ./lockclient/redislock
+
+replace github.com/fenceproxy/fenceproxy/lockclient/zklock => ./lockclient/zklock
+
+replace github.com/fenceproxy/fenceproxy/lockclient/pgxfence => ./lockclient/pgxfence
