@@ -65,8 +65,9 @@
 //
 // # Waiting
 //
-// Waiting is FIFO and bounded by the call's context and a wait budget
-// ([WithWait], default [DefaultWait]); there is no way to wait forever. Each
+// Waiting is FIFO and bounded by the call's context and, when [WithWait]
+// gives one, a wait budget. Without a budget, Acquire waits until its context
+// ends, as etcd's concurrency.Mutex does. Each
 // waiter is woken only when the waiter directly ahead of it leaves, so one
 // release wakes one waiter. A waiter that gives up removes its queue entry; a
 // waiter whose own entry vanishes finds out promptly ([ErrLost]).
