@@ -2,6 +2,7 @@ package lockstore
 
 import (
 	"flag"
+	"strings"
 	"testing"
 )
 
@@ -12,7 +13,8 @@ func TestArgsReproduceConfig(t *testing.T) {
 	var parent Config
 	fs := flag.NewFlagSet("parent", flag.ContinueOnError)
 	parent.Register(fs, func(k string) string { return env[k] })
-	if err := fs.Parse([]string{"--backend=redis", "--redis=127.0.0.1:7000", "--prefix=app:locks"}); err != nil {
+	if err := fs.Parse([]string{"--backend=redis", "--redis=127.0.0.1:7000", "--prefix=app:locks",
+		"--etcd-cacert=/etc/ca.pem", "--etcd-cert=/etc/c.pem", "--etcd-key=/etc/c.key", "--etcd-user=cron", "--etcd-password=s3cret"}); err != nil {
 		t.Fatal(err)
 	}
 	var child Config
@@ -20,6 +22,15 @@ func TestArgsReproduceConfig(t *testing.T) {
 	child.Register(fs, func(string) string { return "" })
 	if err := fs.Parse(parent.Args()); err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(parent.Args(), " "), "s3cret") {
+		t.Errorf("Args put the password on the command line: %q", parent.Args())
+	}
+	// The password reaches the child through Env.
+	for _, kv := range parent.Env() {
+		if k, v, _ := strings.Cut(kv, "="); k == "FENCEPROXY_ETCD_PASSWORD" {
+			child.EtcdPassword = v
+		}
 	}
 	if child != parent {
 		t.Errorf("child opens %+v, parent %+v", child, parent)
@@ -37,7 +48,7 @@ func TestUnknownBackendRefused(t *testing.T) {
 		if err := c.Check(); err == nil {
 			t.Errorf("backend %q accepted", b)
 		}
-		if _, _, err := c.Open(); err == nil {
+		if _, _, err := c.Open(nil); err == nil {
 			t.Errorf("Open with backend %q succeeded", b)
 		}
 	}
