@@ -92,7 +92,9 @@
 // Sentinels, for [errors.Is]: [ErrNotAcquired] (the wait budget ran out, or
 // TryAcquire found the lock held; the error is a [*NotAcquiredError] naming
 // the holder), [ErrAlreadyHeld] (this client holds the name already, and the
-// acquire is not reentrant: it fails at once), [ErrClosed], [ErrLost] and
+// acquire is not reentrant: it fails at once), [ErrUnavailable] (the service
+// could not be reached; the error is an [*UnavailableError] naming it and
+// wrapping the transport error), [ErrClosed], [ErrLost] and
 // [ErrInvalidOption]. Other errors from Acquire are the backend's transport
 // errors or the context's error, wrapped with the lock name.
 // [Client.Holder] asks who holds a lock without queueing.
