@@ -71,8 +71,8 @@ func New(b Backend, opts ...Option) (*Client, error) {
 // cases the caller's place in the queue is given up. When the service could
 // not be reached the error wraps [ErrUnavailable] (a [*UnavailableError]
 // naming the service and wrapping the transport error), never
-// [ErrNotAcquired]: an unreachable service says nothing of who holds the lock. It returns an error
-// wrapping [ErrLost] if the caller's queue entry vanished while it waited, or
+// [ErrNotAcquired]: an unreachable service says nothing of who holds the
+// lock. It returns an error wrapping [ErrLost] if the caller's queue entry vanished while it waited, or
 // if the grant arrived with too little validity left to be used; one
 // wrapping [ErrAlreadyHeld], at once, when this client already holds name
 // through a handle not acquired with [WithReentrant] (or the acquire is not
@@ -220,13 +220,15 @@ func (c *Client) acquireError(name string, cfg acquireConfig, actx context.Conte
 const holderLookupTimeout = 2 * time.Second
 
 // notAcquired builds the error of an acquire that gave up, asking the
-// service who holds the lock. When the service cannot be reached for that
-// either, the acquire's error is that: nothing says the lock was busy.
+// service who holds the lock. When a wait budget ran out (wait > 0) and the
+// service cannot be reached for that either, the acquire's error is that:
+// nothing says the lock was busy. A single attempt (wait 0) was answered
+// "held" by the service itself.
 func (c *Client) notAcquired(name string, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(c.ctx, holderLookupTimeout)
 	defer cancel()
 	h, ok, err := c.backend.Holder(ctx, name)
-	if errors.Is(err, ErrUnavailable) {
+	if wait > 0 && errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("acquire %q: %w", name, err)
 	}
 	return &NotAcquiredError{Name: name, Wait: wait, Holder: h, HolderKnown: ok && err == nil}

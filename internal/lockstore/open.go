@@ -104,13 +104,16 @@ func (c Config) Endpoint() string {
 // Where describes the store for messages, e.g. "redis 127.0.0.1:6379".
 func (c Config) Where() string { return c.Backend + " " + c.Endpoint() }
 
-// Check reports an unknown backend name, and etcd credentials that do not
-// go together.
+// Check reports an unknown backend name, and, for etcd, credentials that do
+// not go together.
 func (c Config) Check() error {
 	switch c.Backend {
 	case Etcd, Redis, ZooKeeper:
 	default:
 		return fmt.Errorf("unknown lock backend %q (want etcd, redis or zookeeper)", c.Backend)
+	}
+	if c.Backend != Etcd {
+		return nil // the etcd settings are not used
 	}
 	switch {
 	case c.EtcdPassword != "" && c.EtcdPasswordFile != "":

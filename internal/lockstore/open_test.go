@@ -2,6 +2,8 @@ package lockstore
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -50,6 +52,43 @@ func TestUnknownBackendRefused(t *testing.T) {
 		}
 		if _, _, err := c.Open(nil); err == nil {
 			t.Errorf("Open with backend %q succeeded", b)
+		}
+	}
+}
+
+// TestEtcdCredentialsChecked: etcd settings that cannot work together are
+// refused before anything is dialled; they do not concern other backends.
+func TestEtcdCredentialsChecked(t *testing.T) {
+	for _, c := range []Config{
+		{Backend: Etcd, EtcdPassword: "x"},
+		{Backend: Etcd, EtcdUser: "cron", EtcdPassword: "x", EtcdPasswordFile: "/etc/p"},
+		{Backend: Etcd, EtcdTLS: EtcdTLS{Cert: "/etc/c.pem"}},
+		{Backend: Etcd, EtcdTLS: EtcdTLS{Key: "/etc/c.key"}},
+	} {
+		if err := c.Check(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+	if err := (Config{Backend: Redis, EtcdPassword: "x"}).Check(); err != nil {
+		t.Errorf("a Redis store refused for an etcd setting: %v", err)
+	}
+}
+
+// TestEtcdPasswordFile: the password is the file's first line, without its
+// line ending; an empty one is refused.
+func TestEtcdPasswordFile(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]string{"s3cret\n": "s3cret", "s3cret\r\nignored\n": "s3cret", "s3cret": "s3cret", "\nx\n": ""} {
+		path := filepath.Join(dir, "p")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Config{Backend: Etcd, EtcdUser: "cron", EtcdPasswordFile: path}.etcdPassword()
+		switch {
+		case want == "" && err == nil:
+			t.Errorf("%q: empty password accepted as %q", content, got)
+		case want != "" && (err != nil || got != want):
+			t.Errorf("%q: password %q, %v; want %q", content, got, err, want)
 		}
 	}
 }
