@@ -8,7 +8,13 @@
 # for the platform being built. pg_query_go is C: the golang image has gcc.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
+# The lockclient modules are replaced by their directories (go.mod): their
+# go.mod files are needed to download the graph.
 COPY go.mod go.sum ./
+COPY lockclient/go.mod lockclient/go.sum lockclient/
+COPY lockclient/redislock/go.mod lockclient/redislock/go.sum lockclient/redislock/
+COPY lockclient/zklock/go.mod lockclient/zklock/go.sum lockclient/zklock/
+COPY lockclient/pgxfence/go.mod lockclient/pgxfence/go.sum lockclient/pgxfence/
 RUN go mod download
 COPY . .
 ARG VERSION=

@@ -1,5 +1,8 @@
 GO ?= go
 PKGS := ./...
+## The lockclient modules (lockclient/README.md): `go test ./...` at the root
+## does not enter them, so test, vet and lint run in each as well.
+MODULES := lockclient lockclient/redislock lockclient/zklock lockclient/pgxfence
 
 .PHONY: build test vet lint unit integration bench bench-pgbench bench-memory bench-guard bench-compare fuzz fuzz-diff clean chaos
 
@@ -12,6 +15,7 @@ build:
 ## that latency assertions (cancel within 1 s, loss within one renewal) hold on 2 cores.
 test: vet test-deps
 	$(GO) test -count=1 -p 1 -timeout 30m $(PKGS)
+	@for m in $(MODULES); do echo "go test ./... in $$m"; (cd $$m && $(GO) test -count=1 -p 1 -timeout 10m ./...) || exit 1; done
 
 ## test-deps: PostgreSQL, the drivers of integration/drivers (Debian packages, `pg` from npm) and ext/fence_guard built into that PostgreSQL
 .PHONY: test-deps compat
@@ -20,9 +24,11 @@ test-deps:
 
 vet:
 	$(GO) vet $(PKGS)
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)
+	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -short ./...) || exit 1; done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 $$($(GO) list ./... | grep -v /integration)
@@ -93,6 +99,7 @@ bench-compare:
 lint: vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...) || exit 1; done
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s); crashers land in testdata/fuzz.
 ## The last, FuzzSessionModel, needs PostgreSQL: random sequences of client

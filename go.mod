@@ -3,6 +3,10 @@ module github.com/fenceproxy/fenceproxy
 go 1.26.8
 
 require (
+	github.com/fenceproxy/fenceproxy/lockclient v0.0.0-00010101000000-000000000000
+	github.com/fenceproxy/fenceproxy/lockclient/pgxfence v0.0.0-00010101000000-000000000000
+	github.com/fenceproxy/fenceproxy/lockclient/redislock v0.0.0-00010101000000-000000000000
+	github.com/fenceproxy/fenceproxy/lockclient/zklock v0.0.0-00010101000000-000000000000
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/lib/pq v1.12.3
@@ -10,7 +14,6 @@ require (
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
-	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
 )
 
@@ -53,7 +56,7 @@ require (
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
 	github.com/xiang90/probing v0.0.0-20221125231312-a49e3df8f510 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
-	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.7.3
 	go.etcd.io/etcd/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/raft/v3 v3.7.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -75,7 +78,7 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
-	google.golang.org/grpc v1.83.2 // indirect
+	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.11
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
@@ -83,3 +86,12 @@ require (
 )
 
 tool go.etcd.io/etcd/server/v3
+
+// The lockclient modules live in this repository (lockclient/README.md).
+replace github.com/fenceproxy/fenceproxy/lockclient => ./lockclient
+
+replace github.com/fenceproxy/fenceproxy/lockclient/redislock => ./lockclient/redislock
+
+replace github.com/fenceproxy/fenceproxy/lockclient/zklock => ./lockclient/zklock
+
+replace github.com/fenceproxy/fenceproxy/lockclient/pgxfence => ./lockclient/pgxfence

@@ -64,11 +64,15 @@ func New(b Backend, opts ...Option) (*Client, error) {
 }
 
 // Acquire waits, in FIFO order behind earlier callers, until it holds the
-// lock name, and returns its [Handle]. The wait is bounded by ctx and by the
-// wait budget ([WithWait], default [DefaultWait]); when the budget runs out
-// the error wraps [ErrNotAcquired], when ctx ends it wraps ctx's error, and in
-// both cases the caller's place in the queue is given up. It returns an error
-// wrapping [ErrLost] if the caller's queue entry vanished while it waited, or
+// lock name, and returns its [Handle]. The wait is bounded by ctx and, when
+// [WithWait] gives one, by a wait budget; without it Acquire waits until ctx
+// ends, as etcd's concurrency.Mutex does. When the budget runs out the error
+// wraps [ErrNotAcquired], when ctx ends it wraps ctx's error, and in both
+// cases the caller's place in the queue is given up. When the service could
+// not be reached the error wraps [ErrUnavailable] (a [*UnavailableError]
+// naming the service and wrapping the transport error), never
+// [ErrNotAcquired]: an unreachable service says nothing of who holds the
+// lock. It returns an error wrapping [ErrLost] if the caller's queue entry vanished while it waited, or
 // if the grant arrived with too little validity left to be used; one
 // wrapping [ErrAlreadyHeld], at once, when this client already holds name
 // through a handle not acquired with [WithReentrant] (or the acquire is not
@@ -106,7 +110,7 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool, opts []Acq
 }
 
 func (c *Client) acquireConfig(name string, wait bool, opts []AcquireOption) (acquireConfig, error) {
-	cfg := acquireConfig{ttl: DefaultTTL, wait: DefaultWait}
+	cfg := acquireConfig{ttl: DefaultTTL}
 	if name == "" {
 		return cfg, fmt.Errorf("%w: empty lock name", ErrInvalidOption)
 	}
@@ -121,6 +125,7 @@ func (c *Client) acquireConfig(name string, wait bool, opts []AcquireOption) (ac
 	if !wait {
 		cfg.wait = 0
 	}
+	cfg.queue = wait && (!cfg.waitSet || cfg.wait > 0)
 	if err := c.backend.CheckTTL(cfg.ttl); err != nil {
 		return cfg, err
 	}
@@ -152,7 +157,7 @@ func (c *Client) acquireGrant(ctx context.Context, name string, cfg acquireConfi
 	if err := c.canAcquire(name); err != nil {
 		return nil, err
 	}
-	g, err := c.backend.Acquire(actx, Request{Name: name, TTL: cfg.ttl, Wait: cfg.wait > 0})
+	g, err := c.backend.Acquire(actx, Request{Name: name, TTL: cfg.ttl, Wait: cfg.queue})
 	if err != nil {
 		return nil, c.acquireError(name, cfg, actx, err)
 	}
@@ -199,13 +204,14 @@ func (c *Client) acquireError(name string, cfg acquireConfig, actx context.Conte
 	if errors.Is(err, ErrNotAcquired) {
 		return c.notAcquired(name, 0)
 	}
-	if actx.Err() != nil {
-		switch cause := context.Cause(actx); cause {
-		case errWaitBudget:
-			return c.notAcquired(name, cfg.wait)
-		case ErrClosed:
-			return fmt.Errorf("acquire %q: %w", name, ErrClosed)
-		}
+	if actx.Err() != nil && context.Cause(actx) == ErrClosed {
+		return fmt.Errorf("acquire %q: %w", name, ErrClosed)
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("acquire %q: %w", name, err)
+	}
+	if actx.Err() != nil && context.Cause(actx) == errWaitBudget {
+		return c.notAcquired(name, cfg.wait)
 	}
 	return fmt.Errorf("acquire %q: %w", name, err)
 }
@@ -214,11 +220,17 @@ func (c *Client) acquireError(name string, cfg acquireConfig, actx context.Conte
 const holderLookupTimeout = 2 * time.Second
 
 // notAcquired builds the error of an acquire that gave up, asking the
-// service who holds the lock.
+// service who holds the lock. When a wait budget ran out (wait > 0) and the
+// service cannot be reached for that either, the acquire's error is that:
+// nothing says the lock was busy. A single attempt (wait 0) was answered
+// "held" by the service itself.
 func (c *Client) notAcquired(name string, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(c.ctx, holderLookupTimeout)
 	defer cancel()
 	h, ok, err := c.backend.Holder(ctx, name)
+	if wait > 0 && errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("acquire %q: %w", name, err)
+	}
 	return &NotAcquiredError{Name: name, Wait: wait, Holder: h, HolderKnown: ok && err == nil}
 }
 
@@ -299,7 +311,7 @@ func (c *Client) acquireReentrant(ctx context.Context, name string, cfg acquireC
 			return h, nil
 		}
 		c.mu.Unlock()
-		if cfg.wait == 0 {
+		if !cfg.queue {
 			// TryAcquire does not wait, not even for this client's own
 			// acquire in flight.
 			return nil, &NotAcquiredError{Name: name}

@@ -65,8 +65,9 @@
 //
 // # Waiting
 //
-// Waiting is FIFO and bounded by the call's context and a wait budget
-// ([WithWait], default [DefaultWait]); there is no way to wait forever. Each
+// Waiting is FIFO and bounded by the call's context and, when [WithWait]
+// gives one, a wait budget. Without a budget, Acquire waits until its context
+// ends, as etcd's concurrency.Mutex does. Each
 // waiter is woken only when the waiter directly ahead of it leaves, so one
 // release wakes one waiter. A waiter that gives up removes its queue entry; a
 // waiter whose own entry vanishes finds out promptly ([ErrLost]).
@@ -91,7 +92,9 @@
 // Sentinels, for [errors.Is]: [ErrNotAcquired] (the wait budget ran out, or
 // TryAcquire found the lock held; the error is a [*NotAcquiredError] naming
 // the holder), [ErrAlreadyHeld] (this client holds the name already, and the
-// acquire is not reentrant: it fails at once), [ErrClosed], [ErrLost] and
+// acquire is not reentrant: it fails at once), [ErrUnavailable] (the service
+// could not be reached; the error is an [*UnavailableError] naming it and
+// wrapping the transport error), [ErrClosed], [ErrLost] and
 // [ErrInvalidOption]. Other errors from Acquire are the backend's transport
 // errors or the context's error, wrapped with the lock name.
 // [Client.Holder] asks who holds a lock without queueing.

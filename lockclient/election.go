@@ -24,7 +24,7 @@ type Election struct {
 
 // Election returns the election on name. opts apply to each term's lock
 // (WithTTL, WithOnLost; a WithWait sets how long each attempt of Campaign
-// queues before it asks again, default [DefaultWait]).
+// queues before it asks again; without it, one attempt waits until ctx ends).
 func (c *Client) Election(name string, opts ...AcquireOption) *Election {
 	return &Election{c: c, name: name, opts: opts}
 }

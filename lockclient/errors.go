@@ -33,6 +33,13 @@ var (
 	// was waiting. Backends return it from renewals the service rejects.
 	ErrLost = errors.New("lockclient: lock lost")
 
+	// ErrUnavailable means the lock service could not be reached: no
+	// server answered (refused connections, timeouts, no leader) before the
+	// call's bound. It says nothing of who holds the lock. The error
+	// returned is an [*UnavailableError] naming the service and wrapping
+	// the last transport error.
+	ErrUnavailable = errors.New("lockclient: lock service unavailable")
+
 	// ErrInvalidOption means an option or argument had an invalid value
 	// (for example a TTL the backend cannot honour exactly). Nothing was
 	// sent to the service.
@@ -72,3 +79,20 @@ func (e *NotAcquiredError) Error() string {
 
 // Unwrap returns [ErrNotAcquired].
 func (e *NotAcquiredError) Unwrap() error { return ErrNotAcquired }
+
+// UnavailableError is the error of a call that could not reach the lock
+// service. It wraps [ErrUnavailable] and the last transport error, so that
+// errors.Is(err, ErrUnavailable) holds and the transport error (a refused
+// connection, [context.DeadlineExceeded], …) can be inspected. Backends
+// return it when they got no answer; [Client.Acquire] passes it on.
+type UnavailableError struct {
+	Store string // the service as the backend names it, e.g. "etcd 10.0.0.1:2379,10.0.0.2:2379"
+	Err   error  // the last transport error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("%s unreachable: %v", e.Store, e.Err)
+}
+
+// Unwrap returns [ErrUnavailable] and the transport error.
+func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }

@@ -11,10 +11,6 @@ const (
 	// DefaultTTL is the lease TTL of an acquire without [WithTTL].
 	DefaultTTL = 10 * time.Second
 
-	// DefaultWait is the wait budget of [Client.Acquire] without
-	// [WithWait]. Waiting is never unbounded.
-	DefaultWait = 30 * time.Second
-
 	// DefaultTransportErrorBudget is the number of consecutive renewal
 	// transport errors after which a handle is Lost
 	// ([WithTransportErrorBudget]): a failed renewal is retried once, at
@@ -68,8 +64,12 @@ func WithTransportErrorBudget(n int) Option {
 	}
 }
 
-// WithLogger sets the logger for renewal failures and losses. nil (the
-// default) discards logs.
+// WithLogger sets the logger of the client's trouble that no call returns:
+// renewals that failed (Warn, with the lock name, the consecutive failures
+// and the error), and grants that could not be given back after a loss or an
+// abandoned acquire (Warn). A renewal failure is the early sign of a loss:
+// the handle is lost when [WithTransportErrorBudget] is spent. nil (the
+// default) discards them.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *clientConfig) error {
 		c.log = l
@@ -79,8 +79,9 @@ func WithLogger(l *slog.Logger) Option {
 
 type acquireConfig struct {
 	ttl       time.Duration
-	wait      time.Duration
-	waitSet   bool // WithWait was given
+	wait      time.Duration // the wait budget; 0: none (see queue)
+	waitSet   bool          // WithWait was given
+	queue     bool          // queue for a held lock, rather than fail at once
 	reentrant bool
 	onLost    func(*Handle, error)
 }
@@ -103,9 +104,12 @@ func WithTTL(ttl time.Duration) AcquireOption {
 
 // WithWait sets the wait budget of [Client.Acquire]: the longest time it
 // queues for a held lock before it returns [ErrNotAcquired]. It must be ≥ 0;
-// zero means a single attempt, as [Client.TryAcquire]. The default is
-// [DefaultWait]. The call's ctx bounds the wait as well; whichever ends first
-// wins. [Client.TryAcquire] refuses a positive budget ([ErrInvalidOption]).
+// zero means a single attempt, as [Client.TryAcquire]. Without it, Acquire
+// waits until its ctx ends, as etcd's concurrency.Mutex does: the caller's
+// ctx is then the only bound, and a ctx without a deadline waits for as long
+// as the lock is held. With it, the call's ctx bounds the wait as well;
+// whichever ends first wins. [Client.TryAcquire] refuses a positive budget
+// ([ErrInvalidOption]).
 func WithWait(d time.Duration) AcquireOption {
 	return func(c *acquireConfig) error {
 		if d < 0 {

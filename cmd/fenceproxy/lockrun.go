@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -20,6 +21,7 @@ import (
 // Exit statuses of `lock run` itself (sysexits.h): the child's own status
 // is passed through otherwise.
 const (
+	exitUnavailable = 69 // EX_UNAVAILABLE: the lock store could not be reached
 	exitNotAcquired = 75 // EX_TEMPFAIL: the lock was busy for the whole wait
 	exitLost        = 76 // EX_PROTOCOL: the lock was lost while the child ran
 )
@@ -45,8 +47,19 @@ released and lock run exits with CMD's status (128+signal if it was killed),
 unless the lock turns out to have been lost while CMD ran (its validity ran
 out, or the store no longer had it when it was released): then it exits 76, as
 CMD's work may have been refused or overtaken. If the lock stays busy for
---wait, lock run exits 75 naming the holder. SIGINT and SIGTERM are
-forwarded to CMD.
+--wait, lock run exits 75 naming the holder; if the store cannot be reached
+(no answer within --wait: a wrong endpoint, a store down, no leader), it
+exits 69 naming the store, and CMD is not started. Renewal failures are
+logged to standard error as they happen. SIGINT and SIGTERM are forwarded
+to CMD.
+
+Exit statuses of lock run itself: 69 store unreachable, 75 lock busy, 76 lock
+lost, 2 usage, 1 any other error before CMD started; otherwise CMD's.
+
+etcd over TLS: --etcd-cacert (and --etcd-cert/--etcd-key for a client
+certificate); with authentication: --etcd-user and the password from
+--etcd-password-file or FENCEPROXY_ETCD_PASSWORD. Each flag has its
+FENCEPROXY_ETCD_* variable.
 
 --etcd and --zookeeper should list every member of the cluster: a dead or
 frozen member is then left for a healthy one. Redis (--redis, one primary)
@@ -109,9 +122,11 @@ func (r *lockRun) logf(format string, args ...any) {
 }
 
 func (r *lockRun) run(ctx context.Context) error {
-	locks, closeLocks, err := r.store.Open()
+	// Renewal trouble (the early sign of a loss) goes to standard error.
+	log := slog.New(slog.NewTextHandler(r.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	locks, closeLocks, err := r.store.Open(log)
 	if err != nil {
-		return err
+		return r.storeError(err)
 	}
 	defer closeLocks()
 
@@ -126,7 +141,7 @@ func (r *lockRun) run(ctx context.Context) error {
 		return &exitError{code: exitNotAcquired, err: errors.New(msg)}
 	}
 	if err != nil {
-		return err
+		return r.storeError(err)
 	}
 	token := h.FencingToken()
 
@@ -157,6 +172,15 @@ func (r *lockRun) run(ctx context.Context) error {
 			child.Process.Signal(sig)
 		}
 	}
+}
+
+// storeError gives an unreachable store its own exit status, so that a
+// wrapper can tell a wrong endpoint or a store down from a busy lock.
+func (r *lockRun) storeError(err error) error {
+	if ue := (*lockclient.UnavailableError)(nil); errors.As(err, &ue) {
+		return &exitError{code: exitUnavailable, err: fmt.Errorf("lock %q not acquired: %w", r.name, ue)}
+	}
+	return err
 }
 
 // finish releases the lock after the child exited and returns lock run's

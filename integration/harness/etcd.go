@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -30,6 +31,8 @@ type Etcd struct {
 	srv       *embed.Etcd
 	fwd       *forwarder
 	forwarded bool // the forwarder has listened once: clients know its port
+
+	tlsInfo *transport.TLSInfo // TLS of the client port (StartSecureEtcd); nil: plain
 }
 
 // StartEtcd starts an etcd server for t and stops it when t ends. It fails
@@ -116,6 +119,9 @@ func (e *Etcd) start() {
 	cfg.ListenPeerUrls = []url.URL{e.peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{e.peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if e.tlsInfo != nil {
+		cfg.ClientTLSInfo = *e.tlsInfo
+	}
 	srv, err := embed.StartEtcd(cfg)
 	if err != nil {
 		e.t.Fatalf("harness: start etcd: %v (log: %s)", err, cfg.LogOutputs[0])

@@ -71,8 +71,9 @@ func NewCA(name string) (*CA, error) {
 	return &CA{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Pool: pool, key: key}, nil
 }
 
-// Issue signs a server certificate with common name cn for 127.0.0.1 and
-// localhost, returning the certificate and key PEM.
+// Issue signs a certificate with common name cn for 127.0.0.1 and
+// localhost, for a server or a client, returning the certificate and key
+// PEM.
 func (ca *CA) Issue(cn string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -84,7 +85,7 @@ func (ca *CA) Issue(cn string) (certPEM, keyPEM []byte, err error) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 	}

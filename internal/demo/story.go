@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -253,6 +254,7 @@ func (st *story) startWorker(ctx context.Context, dsn string, add int) (*worker,
 	args := append([]string{"demo-worker"}, st.s.store.Args()...)
 	args = append(args, "--dsn", dsn, "--ttl", st.opts.TTL.String(), "--add", strconv.Itoa(add))
 	cmd := exec.Command(st.opts.Self, args...)
+	cmd.Env = append(os.Environ(), st.s.store.Env()...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

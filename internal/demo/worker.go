@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"time"
 
@@ -26,14 +27,21 @@ const resource = "accounts/1"
 func Worker(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo-worker", flag.ContinueOnError)
 	var store lockstore.Config
-	store.Register(fs, func(string) string { return "" })
+	// The flags say everything (lockstore.Config.Args) but a password,
+	// which comes through the environment (Config.Env).
+	store.Register(fs, func(k string) string {
+		if k == "FENCEPROXY_ETCD_PASSWORD" {
+			return os.Getenv(k)
+		}
+		return ""
+	})
 	dsn := fs.String("dsn", "", "PostgreSQL DSN")
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL")
 	add := fs.Int("add", 0, "amount to add")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	locks, closeLocks, err := store.Open()
+	locks, closeLocks, err := store.Open(nil)
 	if err != nil {
 		return err
 	}

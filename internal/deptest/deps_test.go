@@ -18,11 +18,12 @@ type pkg struct {
 	CgoFiles   []string
 }
 
-// packages lists every package in the module with its production (non-test)
-// dependencies, transitively.
+// packages lists every package in the module and in the lockclient modules
+// it replaces with their directories (lockclient/README.md), with their
+// production (non-test) dependencies, transitively.
 func packages(t *testing.T) []pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	out, err := exec.Command("go", "list", "-json", module+"/...", module+"/lockclient/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -54,10 +55,11 @@ var rules = []rule{
 	{from: "internal/fencestore", to: []string{"net", "mod:internal/pgwire", "mod:internal/gate", "github.com/jackc/pgx"}, reason: "hwm supplies SQL; it knows no sessions, sockets or driver"},
 	{from: "internal/guard", to: []string{"net", "mod:internal/pgwire", "mod:internal/gate", "github.com/jackc/pgx"}, reason: "guard installs SQL through an fencestore.Querier; it knows no sessions, sockets or driver"},
 	{from: "internal/pgwire", to: []string{"github.com/pganalyze/pg_query_go"}, direct: true, reason: "statement parsing belongs to gate"},
-	{from: "lockclient", to: []string{"mod:internal/"}, reason: "lockclient is public and stands alone"},
+	{from: "lockclient", to: []string{"mod:internal/", "mod:cmd/", "mod:integration"}, reason: "lockclient is public and stands alone"},
 	{from: "lockclient", except: []string{"lockclient/etcdlock"}, to: []string{"go.etcd.io/"}, reason: "only the etcd backend may import the etcd client"},
 	{from: "lockclient", except: []string{"lockclient/redislock"}, to: []string{"github.com/redis/"}, reason: "only the Redis backend may import the Redis client"},
 	{from: "lockclient", except: []string{"lockclient/zklock"}, to: []string{"github.com/go-zookeeper/"}, reason: "only the ZooKeeper backend may import the ZooKeeper client"},
+	{from: "lockclient", except: []string{"lockclient/pgxfence"}, to: []string{"github.com/jackc/pgx"}, reason: "only pgxfence may import pgx"},
 	{from: "", except: []string{"integration", "internal/deptest", "cmd/fenceproxy/internal/demo", "internal/demo"}, to: []string{"go.etcd.io/etcd/server"}, direct: true, reason: "the etcd server is embedded only by the test harness and the demo"},
 	{from: "", except: []string{"integration", "internal/deptest", "lockclient/lockclienttest"}, to: []string{"testing", "mod:integration"}, reason: "production code never imports testing or the integration harness"},
 	{from: "lockclient/lockclienttest", to: []string{"mod:integration"}, reason: "the conformance suite is public: it starts no store and never reaches the harness"},

@@ -20,14 +20,15 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// markdownFiles returns README.md and every page under docs/, relative to root.
+// markdownFiles returns README.md, lockclient/README.md and every page under
+// docs/, relative to root.
 func markdownFiles(t *testing.T, root string) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := []string{"README.md"}
+	files := []string{"README.md", filepath.Join("lockclient", "README.md")}
 	for _, d := range docs {
 		files = append(files, filepath.Join("docs", filepath.Base(d)))
 	}

@@ -28,7 +28,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockclient.Request) (lockclie
 		return err // a lease granted by an unanswered attempt expires unused
 	})
 	if err != nil {
-		return lockclient.Grant{}, fmt.Errorf("etcdlock: grant lease: %w", err)
+		return lockclient.Grant{}, b.unavailable(ctx, "grant lease", err)
 	}
 	dir := b.dir(req.Name)
 	q := &queued{

@@ -193,7 +193,7 @@ func (b *Backend) Holder(ctx context.Context, name string) (lockclient.Holder, b
 		return err
 	})
 	if err != nil {
-		return lockclient.Holder{}, false, fmt.Errorf("etcdlock: read holder: %w", err)
+		return lockclient.Holder{}, false, b.unavailable(ctx, "read holder", err)
 	}
 	if len(resp.Kvs) == 0 {
 		return lockclient.Holder{}, false, nil

@@ -3,9 +3,15 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fenceproxy/fenceproxy/lockclient"
 )
 
 // DefaultRequestTimeout bounds each attempt of a request to etcd, unless
@@ -53,4 +59,33 @@ func retry(ctx context.Context, timeout time.Duration, op func(context.Context) 
 			return err
 		}
 	}
+}
+
+// unavailable wraps the error of a request that was retried until ctx's
+// bound without an answer (attempts timed out, connections refused, no
+// leader) as a *lockclient.UnavailableError naming the endpoints. Any other
+// error, or a ctx the caller cancelled, is returned as it is: it says
+// something about the request or the caller, not about reaching etcd.
+func (b *Backend) unavailable(ctx context.Context, what string, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) || !noAnswer(err) {
+		return fmt.Errorf("etcdlock: %s: %w", what, err)
+	}
+	return &lockclient.UnavailableError{
+		Store: "etcd " + strings.Join(b.cli.Endpoints(), ","),
+		Err:   fmt.Errorf("%s: %w", what, err),
+	}
+}
+
+// noAnswer reports whether err means that no etcd member answered the
+// request: a timeout, an unreachable endpoint, or a cluster without leader.
+func noAnswer(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	code := status.Code(err)
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	return code == codes.Unavailable || code == codes.DeadlineExceeded
 }

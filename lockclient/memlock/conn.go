@@ -149,7 +149,7 @@ func (c *Conn) CheckTTL(ttl time.Duration) error {
 func (c *Conn) Acquire(ctx context.Context, req lockclient.Request) (lockclient.Grant, error) {
 	sent := time.Now()
 	if err := c.enter(ctx, OpAcquire); err != nil {
-		return lockclient.Grant{}, err
+		return lockclient.Grant{}, unavailable(err)
 	}
 	s := c.s
 	s.mu.Lock()
@@ -203,7 +203,7 @@ func (c *Conn) grant(l *lease, start time.Time) lockclient.Grant {
 // Holder implements lockclient.Backend.
 func (c *Conn) Holder(ctx context.Context, name string) (lockclient.Holder, bool, error) {
 	if err := c.enter(ctx, OpHolder); err != nil {
-		return lockclient.Holder{}, false, err
+		return lockclient.Holder{}, false, unavailable(err)
 	}
 	s := c.s
 	s.mu.Lock()
@@ -258,4 +258,15 @@ func (cl *connLease) Release(ctx context.Context) error {
 	cl.released = true
 	s.drop(cl.l)
 	return nil
+}
+
+// unavailable is what Acquire and Holder return over a partition: the
+// service was not reached (a *lockclient.UnavailableError wrapping
+// ErrPartitioned). Renewals and releases return ErrPartitioned itself, a
+// transport error of a grant the service did answer for.
+func unavailable(err error) error {
+	if !errors.Is(err, ErrPartitioned) {
+		return err
+	}
+	return &lockclient.UnavailableError{Store: "memlock", Err: err}
 }

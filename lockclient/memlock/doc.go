@@ -37,7 +37,9 @@
 //
 // # Errors
 //
-// Calls on a partitioned Conn return [ErrPartitioned]. A renewal or a release
+// Calls on a partitioned Conn return [ErrPartitioned]; Acquire and Holder
+// wrap it in a [lockclient.UnavailableError], as a real backend reports a
+// service it could not reach. A renewal or a release
 // of a lease the server dropped returns an error wrapping lockclient.ErrLost; an Acquire
 // without waiting on a held name returns one wrapping
 // lockclient.ErrNotAcquired; a TTL below [MinTTL] is an error wrapping

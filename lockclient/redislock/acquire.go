@@ -43,6 +43,9 @@ type acquisition struct {
 	name  string
 	owner string
 	ttl   time.Duration
+
+	answered bool // Redis has answered a request of this acquisition
+	sent     bool // the acquire script was sent: leave has something to give up
 }
 
 func (a *acquisition) args(wait bool) []any {
@@ -58,14 +61,19 @@ func (a *acquisition) args(wait bool) []any {
 func (a *acquisition) try(ctx context.Context, wait bool) (lockclient.Grant, bool, error) {
 	var res []int64
 	var sent time.Time
+	a.sent = true
 	err := retry(ctx, a.b.attemptTimeout(a.ttl), func(ctx context.Context) (err error) {
 		sent = time.Now()
 		res, err = acquireScript.Run(ctx, a.b.rdb, a.n.keys, a.args(wait)...).Int64Slice()
 		return err
 	})
+	if err != nil && !a.answered {
+		return lockclient.Grant{}, false, a.b.unavailable(ctx, fmt.Sprintf("acquire %q", a.name), err)
+	}
 	if err != nil {
 		return lockclient.Grant{}, false, fmt.Errorf("redislock: acquire %q: %w", a.name, err)
 	}
+	a.answered = true
 	if len(res) != 2 || res[0] != 1 {
 		return lockclient.Grant{}, false, nil
 	}
@@ -79,8 +87,9 @@ func (a *acquisition) wait(ctx context.Context) (lockclient.Grant, error) {
 	sub := a.b.rdb.Subscribe(ctx, a.n.wake+a.owner)
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
-		return lockclient.Grant{}, fmt.Errorf("redislock: subscribe to wake-ups: %w", err)
+		return lockclient.Grant{}, a.b.unavailable(ctx, "subscribe to wake-ups", err)
 	}
+	a.answered = true
 	woken := sub.Channel()
 	poll := min(a.ttl/3, maxPoll)
 	for {
@@ -103,8 +112,13 @@ func (a *acquisition) wait(ctx context.Context) (lockclient.Grant, error) {
 
 // leave gives up the caller's place in the queue, or the grant that an
 // unanswered attempt may have made: both scripts check the owner. It
-// outlives ctx, bounded by the TTL, after which both expire anyway.
+// outlives ctx, bounded by the TTL, after which both expire anyway. When no
+// script was sent (a waiting acquire whose subscription failed), Redis has
+// nothing of the acquisition to give up, and leave returns at once.
 func (a *acquisition) leave(ctx context.Context) {
+	if !a.sent {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.ttl)
 	defer cancel()
 	_ = retry(ctx, a.b.attemptTimeout(a.ttl), func(ctx context.Context) error {

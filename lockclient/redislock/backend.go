@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -173,7 +174,7 @@ func (b *Backend) Holder(ctx context.Context, name string) (lockclient.Holder, b
 		return err
 	})
 	if err != nil {
-		return lockclient.Holder{}, false, fmt.Errorf("redislock: read holder: %w", err)
+		return lockclient.Holder{}, false, b.unavailable(ctx, "read holder", err)
 	}
 	owner, _ := vals[0].(string)
 	token, _ := vals[1].(string)
@@ -227,4 +228,27 @@ func isScriptError(err error) bool {
 		}
 	}
 	return true
+}
+
+// unavailable wraps err, the error of the first request of a call, retried
+// until ctx's bound, as a *lockclient.UnavailableError naming the server,
+// unless Redis answered it for good (a script's error, a wrong type) or the
+// caller cancelled ctx: those say nothing about reaching Redis. Refusals a
+// retry may cure (LOADING, MASTERDOWN, …) count as unavailable.
+func (b *Backend) unavailable(ctx context.Context, what string, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) || isScriptError(err) {
+		return fmt.Errorf("redislock: %s: %w", what, err)
+	}
+	return &lockclient.UnavailableError{Store: b.store(), Err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// store names the Redis the backend talks to, for messages.
+func (b *Backend) store() string {
+	switch c := b.rdb.(type) {
+	case *redis.Client:
+		return "redis " + c.Options().Addr
+	case *redis.ClusterClient:
+		return "redis cluster " + strings.Join(c.Options().Addrs, ",")
+	}
+	return "redis"
 }

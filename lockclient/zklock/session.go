@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/fenceproxy/fenceproxy/lockclient"
 )
 
 // session is one ZooKeeper session: a grant's, or the backend's for reads.
@@ -77,7 +80,13 @@ func connect(ctx context.Context, servers []string, ttl time.Duration, exact boo
 	case <-ready:
 	case <-ctx.Done():
 		conn.Close()
-		return nil, ctx.Err()
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, ctx.Err() // the caller gave up: that says nothing of the servers
+		}
+		return nil, &lockclient.UnavailableError{
+			Store: "zookeeper " + strings.Join(servers, ","),
+			Err:   fmt.Errorf("no session granted within the call's bound: %w", ctx.Err()),
+		}
 	}
 	// The log line follows the session event at once.
 	t := time.NewTimer(time.Second)

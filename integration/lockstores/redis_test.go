@@ -1,4 +1,4 @@
-package redislock_test
+package lockstores_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/lockclient/redislock"
 )
 
-func newBackend(t *testing.T, addr string) *redislock.Backend {
+func newRedisBackend(t *testing.T, addr string) *redislock.Backend {
 	t.Helper()
 	rdb := redis.NewClient(redislock.ClientOptions(addr))
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -26,15 +26,15 @@ func newBackend(t *testing.T, addr string) *redislock.Backend {
 
 // TestConformance runs the backends' conformance suite against a real
 // redis-server.
-func TestConformance(t *testing.T) {
+func TestRedisConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server; skipped in -short mode")
 	}
 	r := harness.StartRedis(t)
 	admin := r.Client(t)
-	keys := newBackend(t, r.Addr())
+	keys := newRedisBackend(t, r.Addr())
 	lockclienttest.Run(t, lockclienttest.Store{
-		Connect: func(t *testing.T) lockclient.Backend { return newBackend(t, r.Addr()) },
+		Connect: func(t *testing.T) lockclient.Backend { return newRedisBackend(t, r.Addr()) },
 		TTL:     time.Second,
 		FIFO:    true,
 		Revoke: func(t *testing.T, name string) {
@@ -47,12 +47,12 @@ func TestConformance(t *testing.T) {
 
 // TestOneWakeupPerRelease: with several waiters queued, each release wakes
 // one waiter, never all of them.
-func TestOneWakeupPerRelease(t *testing.T) {
+func TestRedisOneWakeupPerRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server; skipped in -short mode")
 	}
 	r := harness.StartRedis(t)
-	b := newBackend(t, r.Addr())
+	b := newRedisBackend(t, r.Addr())
 	const waiters = 5
 	var clients []*lockclient.Client
 	for range waiters + 1 {
@@ -102,12 +102,12 @@ func TestOneWakeupPerRelease(t *testing.T) {
 // lock again with the same fencing token, which the fencing check accepts
 // (equal to the mark). A test of the limitation, so that the
 // documentation stays true.
-func TestFailoverCanReuseToken(t *testing.T) {
+func TestRedisFailoverCanReuseToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server; skipped in -short mode")
 	}
 	f := harness.StartRedisFailover(t)
-	first, err := lockclient.New(newBackend(t, f.Addr()))
+	first, err := lockclient.New(newRedisBackend(t, f.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestFailoverCanReuseToken(t *testing.T) {
 	f.Kill(0)
 	f.Thaw(1)
 	f.Restart(0) // fails over to the replica
-	second, err := lockclient.New(newBackend(t, f.Addr()))
+	second, err := lockclient.New(newRedisBackend(t, f.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package zklock_test
+package lockstores_test
 
 import (
 	"slices"
@@ -14,11 +14,11 @@ import (
 	"github.com/fenceproxy/fenceproxy/lockclient/zklock"
 )
 
-// testTTL is the lease TTL of these tests: the harness's ensemble accepts
+// zkTestTTL is the lease TTL of these tests: the harness's ensemble accepts
 // session timeouts from 500 ms.
-const testTTL = 1500 * time.Millisecond
+const zkTestTTL = 1500 * time.Millisecond
 
-func newBackend(t *testing.T, z *harness.ZooKeeper) *zklock.Backend {
+func newZooKeeperBackend(t *testing.T, z *harness.ZooKeeper) *zklock.Backend {
 	t.Helper()
 	b, err := zklock.New(z.Servers(), zklock.WithTTLRange(500*time.Millisecond, time.Minute))
 	if err != nil {
@@ -55,16 +55,16 @@ func deleteHolder(t *testing.T, conn *zk.Conn, b *zklock.Backend, name string) {
 
 // TestConformance runs the backends' conformance suite against a real
 // ZooKeeper server.
-func TestConformance(t *testing.T) {
+func TestZooKeeperConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ZooKeeper; skipped in -short mode")
 	}
 	z := harness.StartZooKeeper(t, 1)
 	admin := adminConn(t, z)
-	dirs := newBackend(t, z)
+	dirs := newZooKeeperBackend(t, z)
 	lockclienttest.Run(t, lockclienttest.Store{
-		Connect: func(t *testing.T) lockclient.Backend { return newBackend(t, z) },
-		TTL:     testTTL,
+		Connect: func(t *testing.T) lockclient.Backend { return newZooKeeperBackend(t, z) },
+		TTL:     zkTestTTL,
 		FIFO:    true,
 		Revoke:  func(t *testing.T, name string) { deleteHolder(t, admin, dirs, name) },
 	})
@@ -73,18 +73,18 @@ func TestConformance(t *testing.T) {
 // TestServerDownIsLoss: a holder whose ensemble stops answering loses the
 // lock within its TTL (OnLost, Release returns ErrLost), and once the
 // server is back the next holder gets a greater token.
-func TestServerDownIsLoss(t *testing.T) {
+func TestZooKeeperServerDownIsLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ZooKeeper; skipped in -short mode")
 	}
 	z := harness.StartZooKeeper(t, 1)
-	c, err := lockclient.New(newBackend(t, z))
+	c, err := lockclient.New(newZooKeeperBackend(t, z))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(t.Context()) })
 	lost := make(chan error, 1)
-	h, err := c.Acquire(t.Context(), "down", lockclient.WithTTL(testTTL), lockclient.WithOnLost(func(_ *lockclient.Handle, err error) { lost <- err }))
+	h, err := c.Acquire(t.Context(), "down", lockclient.WithTTL(zkTestTTL), lockclient.WithOnLost(func(_ *lockclient.Handle, err error) { lost <- err }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,22 +92,22 @@ func TestServerDownIsLoss(t *testing.T) {
 	z.Kill(0)
 	select {
 	case <-lost:
-		if took := time.Since(killed); took > testTTL {
-			t.Errorf("loss reported %v after the server died, after the TTL of %v", took, testTTL)
+		if took := time.Since(killed); took > zkTestTTL {
+			t.Errorf("loss reported %v after the server died, after the TTL of %v", took, zkTestTTL)
 		}
-	case <-time.After(3 * testTTL):
+	case <-time.After(3 * zkTestTTL):
 		t.Fatal("no loss reported with the server down")
 	}
 	z.Restart(0)
 	if err := h.Release(t.Context()); err == nil || !strings.Contains(err.Error(), "lost") {
 		t.Errorf("Release after the loss = %v, want ErrLost", err)
 	}
-	c2, err := lockclient.New(newBackend(t, z))
+	c2, err := lockclient.New(newZooKeeperBackend(t, z))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c2.Close(t.Context()) })
-	h2, err := c2.Acquire(t.Context(), "down", lockclient.WithTTL(testTTL), lockclient.WithWait(20*time.Second))
+	h2, err := c2.Acquire(t.Context(), "down", lockclient.WithTTL(zkTestTTL), lockclient.WithWait(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +119,12 @@ func TestServerDownIsLoss(t *testing.T) {
 
 // TestOneWakeupPerRelease: each waiter watches only the node ahead of it,
 // so a release wakes one waiter, never the herd.
-func TestOneWakeupPerRelease(t *testing.T) {
+func TestZooKeeperOneWakeupPerRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts ZooKeeper; skipped in -short mode")
 	}
 	z := harness.StartZooKeeper(t, 1)
-	b := newBackend(t, z)
+	b := newZooKeeperBackend(t, z)
 	const waiters = 5
 	var clients []*lockclient.Client
 	for range waiters + 1 {
@@ -135,14 +135,14 @@ func TestOneWakeupPerRelease(t *testing.T) {
 		t.Cleanup(func() { c.Close(t.Context()) })
 		clients = append(clients, c)
 	}
-	h, err := clients[0].Acquire(t.Context(), "herd", lockclient.WithTTL(testTTL))
+	h, err := clients[0].Acquire(t.Context(), "herd", lockclient.WithTTL(zkTestTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *lockclient.Handle, waiters)
 	for _, c := range clients[1:] {
 		go func() {
-			h, err := c.Acquire(t.Context(), "herd", lockclient.WithTTL(testTTL), lockclient.WithWait(time.Minute))
+			h, err := c.Acquire(t.Context(), "herd", lockclient.WithTTL(zkTestTTL), lockclient.WithWait(time.Minute))
 			if err != nil {
 				t.Error(err)
 			}

@@ -1,4 +1,4 @@
-package etcdlock_test
+package lockstores_test
 
 import (
 	"strconv"
@@ -15,7 +15,7 @@ import (
 
 // TestConformance runs the backends' conformance suite against a real etcd
 // (embedded by the harness, one member).
-func TestConformance(t *testing.T) {
+func TestEtcdConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd; skipped in -short mode")
 	}

@@ -1,0 +1,16 @@
+module github.com/fenceproxy/fenceproxy/lockclient/pgxfence
+
+go 1.26.0
+
+require (
+	github.com/fenceproxy/fenceproxy/lockclient v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.12.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
+
+replace github.com/fenceproxy/fenceproxy/lockclient => ../
