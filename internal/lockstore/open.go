@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fenceproxy/fenceproxy/internal/etcdlocks"
 	"github.com/fenceproxy/fenceproxy/lockclient"
 	"github.com/fenceproxy/fenceproxy/lockclient/redislock"
 	"github.com/fenceproxy/fenceproxy/lockclient/zklock"
@@ -158,7 +157,7 @@ func (c Config) Open(log *slog.Logger) (*lockclient.Client, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		locks, _, closeAll, err := etcdlocks.Open(etcdlocks.Config{
+		locks, _, closeAll, err := openEtcd(etcdConfig{
 			Endpoints: split(c.Etcd), Prefix: c.Prefix,
 			CACert: c.EtcdTLS.CACert, Cert: c.EtcdTLS.Cert, Key: c.EtcdTLS.Key,
 			User: c.EtcdUser, Password: password, Logger: log,

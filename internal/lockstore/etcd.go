@@ -1,4 +1,4 @@
-package etcdlocks
+package lockstore
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Config is where etcd is and how to talk to it.
-type Config struct {
+// etcdConfig is where etcd is and how to talk to it.
+type etcdConfig struct {
 	Endpoints []string // every member; host:port or a URL
 	Prefix    string   // key prefix of the locks; "" means etcdlock.DefaultPrefix
 
@@ -35,12 +35,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Open connects to etcd and returns a lock client whose keys live under
+// openEtcd connects to etcd and returns a lock client whose keys live under
 // c.Prefix, the etcd client (for looking at the lock keys) and a function
 // that closes both. When etcd cannot be reached (with authentication, the
 // etcd client authenticates as it is created), the error is a
 // *lockclient.UnavailableError naming the endpoints.
-func Open(c Config) (*lockclient.Client, *clientv3.Client, func(), error) {
+func openEtcd(c etcdConfig) (*lockclient.Client, *clientv3.Client, func(), error) {
 	// Every member listed, keep-alives on: a dead or frozen member is left
 	// for a healthy one (etcdlock.ClientConfig).
 	cfg := etcdlock.ClientConfig(c.Endpoints)
@@ -85,7 +85,7 @@ func Open(c Config) (*lockclient.Client, *clientv3.Client, func(), error) {
 }
 
 // tlsConfig returns the client's TLS configuration, or nil for plain TCP.
-func (c Config) tlsConfig() (*tls.Config, error) {
+func (c etcdConfig) tlsConfig() (*tls.Config, error) {
 	if c.CACert == "" && c.Cert == "" && c.Key == "" {
 		return nil, nil
 	}
