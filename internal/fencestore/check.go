@@ -93,20 +93,7 @@ func Params(a CheckArgs) [][]byte {
 // its own error about the code (still an error). NUL bytes in message are
 // replaced by U+FFFD. No semicolon is appended.
 func AppendRaise(dst []byte, sqlstate, message string) []byte {
-	if hasNUL(message) {
-		message = strings.ReplaceAll(message, "\x00", "\uFFFD")
-	}
-	if hasNUL(sqlstate) {
-		sqlstate = strings.ReplaceAll(sqlstate, "\x00", "")
-	}
-	body := make([]byte, 0, len(message)+80)
-	body = append(body, "BEGIN RAISE EXCEPTION USING ERRCODE = "...)
-	body = appendLiteral(body, sqlstate)
-	body = append(body, ", MESSAGE = "...)
-	body = appendLiteral(body, message)
-	body = append(body, "; END"...)
-	dst = append(dst, "DO "...)
-	return appendDollarQuoted(dst, string(body), "fence")
+	return AppendRaiseStatement(dst, Raise{Code: sqlstate, Message: message})
 }
 
 // AppendRaiseIfToken is AppendRaise guarded by the session's fencing
