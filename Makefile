@@ -122,3 +122,8 @@ fuzz:
 ## (integration/fuzz_diff_test.go); one worker per core
 fuzz-diff:
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $(FUZZTIME) -timeout 0 ./integration/
+
+## image-test: builds the container image and runs serve in it with a mounted config (needs a docker daemon; not part of make test)
+.PHONY: image-test
+image-test:
+	$(GO) test -tags docker -count=1 -v -run TestDockerImage ./integration/packaging/
