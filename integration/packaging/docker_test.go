@@ -39,14 +39,14 @@ func requireDocker(t *testing.T) string {
 	return docker
 }
 
-// TestDockerImageServesMountedConfig (skipped when docker is unavailable):
+// TestDockerImageServesMountedConfig (build tag docker, make image-test):
 // the image built from the Dockerfile runs as a non-root user, reports the
 // version it was built with, and serves with a mounted config against a real
 // PostgreSQL: a stale token's write is refused with 55Z01 and the row keeps
 // the rightful holder's value; /readyz answers on metrics_listen.
 func TestDockerImageServesMountedConfig(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short mode: builds and runs the container image (make test runs it)")
+		t.Skip("short mode: builds and runs the container image (make image-test runs it)")
 	}
 	docker := requireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
