@@ -177,12 +177,17 @@ func (s *Server) Sessions() []SessionInfo {
 	return out
 }
 
+// sessionList returns the sessions open now. One an administrator
+// terminated is left out at once, while it is still closing its
+// connections, so the view and a second terminate agree with the first.
 func (s *Server) sessionList() []*session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list := make([]*session, 0, len(s.sessions))
 	for sess := range s.sessions {
-		list = append(list, sess)
+		if !sess.adminKill.Load() {
+			list = append(list, sess)
+		}
 	}
 	return list
 }
