@@ -42,22 +42,7 @@ type CheckArgs struct {
 // fails as it would for a malformed token. Bytes are otherwise copied as they
 // are, so values in the client's encoding stay valid for that session.
 func AppendLiteralCall(dst []byte, a CheckArgs) []byte {
-	if hasNUL(a.Token) || hasNUL(a.Resource) || hasNUL(a.TableResource) || hasNUL(a.DefaultResource) {
-		return AppendRaise(dst, CodeInvalidToken, "invalid fencing token or resource: contains a NUL byte")
-	}
-	dst = append(dst, "CALL fence.check("...)
-	dst = appendLiteral(dst, a.Token)
-	dst = append(dst, ", "...)
-	dst = appendLiteral(dst, a.Resource)
-	dst = append(dst, ", "...)
-	dst = appendLiteral(dst, a.TableResource)
-	dst = append(dst, ", "...)
-	dst = appendLiteral(dst, a.DefaultResource)
-	dst = append(dst, ", "...)
-	dst = appendBool(dst, a.RequireToken)
-	dst = append(dst, ", "...)
-	dst = appendBool(dst, a.Advance)
-	return append(dst, ')')
+	return AppendGuardedCall(dst, a, false, false)
 }
 
 // Params returns a's values as the six text-format parameter values of
@@ -172,7 +157,8 @@ func IsUnownedSetting(code, message string) bool {
 }
 
 // AppendGuardedCall appends a check that refuses to read a setting the
-// transaction did not set: a CALL of fence.check as AppendLiteralCall's,
+// transaction did not set: a CALL of fence.check as AppendLiteralCall's
+// (which is AppendGuardedCall guarding neither),
 // whose token argument (when token) and resource argument (when resource)
 // are CASE expressions that fail when lock.fencing_token, respectively
 // lock.resource, holds a value, by casting that value with UnownedSetting
@@ -184,7 +170,7 @@ func IsUnownedSetting(code, message string) bool {
 // result, which the planner does not fold, so only a set value fails.
 func AppendGuardedCall(dst []byte, a CheckArgs, token, resource bool) []byte {
 	if hasNUL(a.Token) || hasNUL(a.Resource) || hasNUL(a.TableResource) || hasNUL(a.DefaultResource) {
-		return AppendLiteralCall(dst, a) // the NUL refusal
+		return AppendRaise(dst, CodeInvalidToken, "invalid fencing token or resource: contains a NUL byte")
 	}
 	dst = append(dst, "CALL fence.check("...)
 	dst = appendGuarded(dst, "lock.fencing_token", a.Token, token)
