@@ -21,18 +21,7 @@ func TestEtcdConformance(t *testing.T) {
 	}
 	e := harness.StartEtcd(t)
 	admin := e.Client(t)
-	connect := func(t *testing.T) *etcdlock.Backend {
-		cli, err := clientv3.New(etcdlock.ClientConfig(e.Endpoints()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		b, err := etcdlock.New(cli)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	connect := func(t *testing.T) *etcdlock.Backend { return etcdBackend(t, e) }
 	reader := connect(t)
 	lockclienttest.Run(t, lockclienttest.Store{
 		Connect: func(t *testing.T) lockclient.Backend { return connect(t) },
@@ -66,16 +55,7 @@ func TestEtcdWaiterWhoseLeaseExpiredQueuesAgain(t *testing.T) {
 	e := harness.StartEtcd(t)
 	admin := e.Client(t)
 	newClient := func() *lockclient.Client {
-		cli, err := clientv3.New(etcdlock.ClientConfig(e.Endpoints()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		b, err := etcdlock.New(cli)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := lockclient.New(b)
+		c, err := lockclient.New(etcdBackend(t, e))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,4 +109,18 @@ func TestEtcdWaiterWhoseLeaseExpiredQueuesAgain(t *testing.T) {
 	if r.h.FencingToken() <= holder.FencingToken() {
 		t.Errorf("waiter's token %d is not above the holder's %d", r.h.FencingToken(), holder.FencingToken())
 	}
+}
+
+// etcdBackend returns an etcd lock backend on its own client of e.
+func etcdBackend(t *testing.T, e *harness.Etcd) *etcdlock.Backend {
+	cli, err := clientv3.New(etcdlock.ClientConfig(e.Endpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	b, err := etcdlock.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
