@@ -165,6 +165,13 @@ type Statement struct {
 	// Directives are PREPARE's). Nil for every other statement.
 	Prepared *Statement
 
+	// poolUnsupported names what the statement does that a transaction
+	// pool cannot keep per client, refused under Config.Pooled; poolSet is
+	// its session-level change of the fencing settings, which Config.Pooled
+	// keeps in the session (see pool.go).
+	poolUnsupported string
+	poolSet         *poolSet
+
 	// recalled: an opaque stand-in (see Session.opaqueRunOf) whose
 	// Directives are those the statement carried when the proxy last knew
 	// it; unreadable: such a statement's comments could not be read again.
@@ -296,6 +303,7 @@ func classify(n *pg_query.Node) Statement {
 	st.SetsLexing = st.SetsLexing || w.setsLexing
 	st.Opaque = st.Opaque || w.opaque
 	st.TouchesFence = st.TouchesFence || w.fenceOther || touchesFenceRels(&w, st.Kind == Read && n.GetLockStmt() == nil)
+	classifyPool(n, &w, &st)
 	if st.Prepared != nil {
 		// PREPARE runs nothing: judge the prepared statement on its own, so
 		// that preparing a plain read of fence.hwm is as fine as running it.

@@ -27,7 +27,20 @@ type Config struct {
 	// check that would read a value its transaction did not set refuses
 	// instead.
 	TransactionTokens bool
+	// Pooled is transaction pool mode: pgwire lends a shared server
+	// connection to the client for one transaction or autocommit unit.
+	// Everything TransactionTokens does holds; the session-level fencing
+	// settings (startup options, a SET or RESET alone in its unit outside a
+	// transaction block) are kept by the session and passed to checks as
+	// literal arguments, never left on the server connection; and what
+	// needs session state a pool cannot keep per client is refused (0A000;
+	// see pool.go).
+	Pooled bool
 }
+
+// txnScoped reports whether the fencing settings are trusted only where
+// the transaction set them (TransactionTokens, or Pooled).
+func (c *Config) txnScoped() bool { return c.TransactionTokens || c.Pooled }
 
 // Protection is what the config says about one table.
 type Protection struct {

@@ -177,6 +177,9 @@ func (s *Session) analyze(sql string) analysis {
 
 // analyzeKnown is analyze with mayMatter(sql) already known.
 func (s *Session) analyzeKnown(sql string, matters bool) analysis {
+	if s.cfg.Pooled {
+		matters = true // what a pool cannot keep may be in any text
+	}
 	if !matters && s.unit.checked && s.fencingPossible() {
 		matters = mayMatterInChecked(sql)
 	}
@@ -219,7 +222,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 // text passes, and the session may hold a token from then on, until a
 // probe says otherwise.
 func (s *Session) cannotAnalyse(r *refusal) analysis {
-	if s.fencingPossible() {
+	if s.fencingPossible() || s.cfg.Pooled {
 		return analysis{refuse: r, doubt: true}
 	}
 	s.setMaybe()
@@ -309,6 +312,9 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.nameUnsafe(st.Name) {
 		return raiseR(refNameEncoding)
 	}
+	if s.cfg.Pooled && st.poolUnsupported != "" {
+		return raiseR(refPoolUnsupported(st.poolUnsupported))
+	}
 	if st.Prepared != nil { // PREPARE x AS …: nothing runs yet
 		if st.TouchesFence {
 			return raiseR(refFenceWrite)
@@ -345,7 +351,12 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if r := s.tableNamesUnsure(run.Writes); r != nil {
 		return action{kind: actRaise, refuse: *r}
 	}
-	if s.cfg.TransactionTokens && run.FenceSession {
+	if s.cfg.Pooled {
+		if r := s.poolRefusal(st, run); r != nil {
+			return raiseR(*r)
+		}
+		dir = s.withTracked(dir)
+	} else if s.cfg.TransactionTokens && run.FenceSession {
 		return action{kind: actRaise, refuse: refusalSessionSet}
 	}
 	byName := s.replaceable(st, run) && !run.txnControl()
@@ -420,7 +431,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 // resource (a directive's, a table's forced one) is read instead of the
 // setting's.
 func (s *Session) guardBits(checks []fencestore.CheckArgs) uint8 {
-	if !s.cfg.TransactionTokens {
+	if !s.cfg.txnScoped() {
 		return 0
 	}
 	var g uint8

@@ -33,6 +33,9 @@ func (s *Session) parse(name, sql string) Decision {
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, ops: []regOp{op}})
+	if r := s.poolParseText(sql); r != "" {
+		return Decision{Replace: &pgproto3.Parse{Name: name, Query: r}}
+	}
 	return Decision{}
 }
 
@@ -186,8 +189,9 @@ func (s *Session) execute(portal string) Decision {
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		s.byName = portal != "" || p.named
+		s.poolAlone = !s.unit.ran && s.poolIdle()
 		before = s.inject(s.decide(st, s.runs(st)))
-		s.byName = false
+		s.byName, s.poolAlone = false, false
 		if p.lexUnseen && lexRisky(p.text) {
 			// Read under settings the proxy may not know (see lexUnseen):
 			// it may have set the token; check the next statement again.
@@ -295,7 +299,7 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 // server may read there (a SET, a COMMIT, a PREPARE or DECLARE) is what
 // opaque code may do, and is followed as such.
 func (s *Session) unreadableAsOpaque(text string) bool {
-	return s.fencingPossible() && len(s.cfg.Tables) == 0 && !mayHaveDirectives(text) &&
+	return s.fencingPossible() && !s.cfg.Pooled && len(s.cfg.Tables) == 0 && !mayHaveDirectives(text) &&
 		!containsFold(text, reservedPrefix) && !containsFold(text, "fenc") && !containsFold(text, "u&")
 }
 

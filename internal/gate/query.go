@@ -137,7 +137,9 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 	for i := range a.Statements {
 		st := &a.Statements[i]
 		lone := st.NeedsTxnBlock && !s.unit.ran && s.slots.unitsInFlight == 0 && s.lastReady == 'I'
+		s.poolAlone = len(a.Statements) == 1 && !s.extOpen && s.poolIdle()
 		act := s.decide(st, s.runs(st))
+		s.poolAlone = false
 		if lone && act.kind == actCheck {
 			// Alone in a Query outside a transaction block, the server
 			// refuses it (25P01) and runs nothing; with a check in front the
@@ -147,7 +149,8 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 			s.unit.checked = false
 		}
 		ops := s.statementOps(st)
-		if act.kind == actNone {
+		repl := s.poolReplacement(st) // no value of the client's goes upstream (see poolSet)
+		if act.kind == actNone && repl == "" {
 			sl.injected = append(sl.injected, injNone)
 			sl.effects = append(sl.effects, ops)
 			continue
@@ -156,9 +159,15 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 			out = make([]byte, 0, len(sql)+160)
 		}
 		out = append(out, sql[prev:st.Start]...)
-		out = appendAction(out, act)
-		out = append(out, "; "...)
 		prev = st.Start
+		if act.kind != actNone {
+			out = appendAction(out, act)
+			out = append(out, "; "...)
+		}
+		if repl != "" {
+			out = append(out, repl...)
+			prev = st.End
+		}
 		if act.kind == actRaise {
 			sl.injected = append(sl.injected, injRaise)
 			sl.effects = append(sl.effects, nil)

@@ -195,6 +195,7 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 		// messages up to its Sync are skipped too.
 		s.skipping = s.slots.empty() && s.extOpen
 	}
+	s.poolUnitFailed()
 	if probe {
 		return Verdict{Act: Hide}
 	}
@@ -234,6 +235,12 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	}
 	if u.lexing {
 		s.lexPending--
+	}
+	if u.poolSet != nil {
+		s.poolPending--
+		if !u.poolFailed {
+			s.applyPoolSet(u.poolSet)
+		}
 	}
 	s.lastReady = status
 	if status == 'I' {

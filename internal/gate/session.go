@@ -83,6 +83,10 @@ type unitState struct {
 	// have skipped the Bind (after an error) and kept an older portal of
 	// the name.
 	bound map[string]bool
+	// poolSet: the unit's one statement is a session-level change of the
+	// fencing settings, kept in Session.tracked once the server answered
+	// the unit without an error (Config.Pooled).
+	poolSet *poolSet
 }
 
 // Session is the fencing state machine of one client connection. It sees
@@ -124,6 +128,10 @@ type Session struct {
 	// byName: the statement being decided runs from a name SQL can
 	// redefine (see Session.replaceable); set only around decide.
 	byName    bool
+	// poolAlone: the statement being decided is alone in its unit, outside
+	// a transaction block the server confirmed (Config.Pooled); set only
+	// around decide.
+	poolAlone bool
 	lastReady byte // status of the last ReadyForQuery: 'I', 'T' or 'E'
 	txChecked bool // confirmed: the open transaction block has passed a check
 	txKey     checkKey
@@ -158,13 +166,23 @@ type Session struct {
 	skipUnknown bool
 
 	pre precheckState
+
+	// Under Config.Pooled: the session-level fencing settings the server
+	// confirmed (see pool.go), and the units sent whose poolSet is not yet
+	// answered.
+	tracked     Tracked
+	poolPending int
 }
 
 // NewSession returns the state machine for a connection whose startup
 // message carried params. Until the startup probe is answered (see
 // [Session.Probe]), the session may hold a token.
 func NewSession(cfg *Config, params map[string]string) *Session {
-	return &Session{cfg: cfg, tokenMaybe: true, reg: newRegistry(), lastReady: 'I', settings: settings{encoding: "UTF8"}}
+	s := &Session{cfg: cfg, tokenMaybe: true, reg: newRegistry(), lastReady: 'I', settings: settings{encoding: "UTF8"}}
+	if cfg != nil && cfg.Pooled {
+		s.tracked, _, _ = PooledStartup(params) // CheckStartup refused what is invalid
+	}
+	return s
 }
 
 // Probe returns the messages of a probe of lock.fencing_token, to send
@@ -263,7 +281,10 @@ func (s *Session) client(m Msg) Decision {
 // for its transaction, and whether that transaction is still open when
 // this unit runs (so that they still hold) is the server's answer.
 func (s *Session) trustUnknown(typ byte) bool {
-	if !s.cfg.TransactionTokens || s.unit.open || s.lastTrust == 0 || s.slots.unitsInFlight == 0 {
+	if s.cfg.Pooled && !s.unit.open && s.poolPending > 0 {
+		return strings.IndexByte("QPBEDCF", typ) >= 0 // the tracked settings are the server's answer away
+	}
+	if !s.cfg.txnScoped() || s.unit.open || s.lastTrust == 0 || s.slots.unitsInFlight == 0 {
 		return false
 	}
 	switch typ {
@@ -275,7 +296,9 @@ func (s *Session) trustUnknown(typ byte) bool {
 
 // fencingPossible reports whether a statement may need a check: the session
 // may hold a token, or the config has require_token tables.
-func (s *Session) fencingPossible() bool { return s.tokenMaybe || len(s.cfg.Tables) > 0 }
+func (s *Session) fencingPossible() bool {
+	return s.tokenMaybe || len(s.cfg.Tables) > 0 || s.tracked.Token != 0
+}
 
 // awaitProbe returns, for a refusal that fencing being possible would
 // cause, a wait for a probe's answer instead, when one may settle it: the
@@ -375,6 +398,9 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 	sl.ends = true
 	sl.endsChecked, sl.key, sl.lexing = s.unit.checked, s.unit.key, s.unit.lexing
 	sl.trust, s.lastTrust = s.trust, s.trust
+	if sl.poolSet = s.unit.poolSet; sl.poolSet != nil {
+		s.poolPending++
+	}
 	sl.savepoints, sl.savepointsRan = s.savepoints, s.unit.savepoints
 	if sl.lexing {
 		s.lexPending++

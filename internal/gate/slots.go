@@ -57,6 +57,8 @@ type slot struct {
 	savepointsRan bool
 	lexing        bool   // the unit may change standard_conforming_strings or client_encoding
 	gen           uint64 // probe: Session.maybeGen when the probe was sent
+	poolSet       *poolSet // the unit's change of Session.tracked
+	poolFailed    bool     // an error answered the unit: poolSet is not kept
 
 	// For a pre-check Query (see Session.precheck): whether it failed.
 	precheck bool
@@ -156,6 +158,16 @@ func (q *slotQueue) push(s slot) *slot {
 		q.unitsInFlight++
 	}
 	return &q.buf[len(q.buf)-1]
+}
+
+// firstEnd returns the first slot in the queue that ends a unit, or nil.
+func (q *slotQueue) firstEnd() *slot {
+	for i := q.head; i < len(q.buf); i++ {
+		if q.buf[i].ends {
+			return &q.buf[i]
+		}
+	}
+	return nil
 }
 
 func (q *slotQueue) empty() bool { return q.head == len(q.buf) }

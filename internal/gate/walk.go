@@ -28,6 +28,7 @@ type walker struct {
 	fenceOther bool     // any other reference to schema fence
 	locking    bool     // a FOR UPDATE/SHARE clause somewhere
 	setsFence  bool     // may change lock.fencing_token or lock.resource
+	poolUnsafe string   // what a pool cannot keep per client (see poolSetConfig)
 	setsLexing bool     // may change standard_conforming_strings or client_encoding
 	opaque     bool     // runs code the text does not show (DO, CALL)
 
@@ -240,6 +241,7 @@ func (w *walker) modifies(rv *pg_query.RangeVar) {
 		// ours and the lexing ones, without the text naming it.
 		if rv.Relname == "pg_settings" && (rv.Schemaname == "" || rv.Schemaname == "pg_catalog") {
 			w.setsFence, w.setsLexing, w.opaque = true, true, true
+			w.poolUnsafe = "a write to pg_settings"
 		}
 	}
 }
@@ -251,6 +253,7 @@ func (w *walker) funcCall(n *pg_query.FuncCall) {
 	if w.deferred > 0 || !strings.EqualFold(lastName(n.Funcname), "set_config") {
 		return // a call in a body or a PREPAREd statement does not run now
 	}
+	w.poolSetConfig(n)
 	if len(n.Args) == 0 {
 		w.setsFence, w.setsLexing = true, true
 		return

@@ -1,0 +1,373 @@
+package gate
+
+import (
+	"strconv"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+)
+
+// Transaction pool mode (Config.Pooled): pgwire lends a shared server
+// connection to a client for one transaction, or one autocommit unit, so
+// nothing a client leaves in the server connection's session state may be
+// read by another client. Gate keeps the client's session-level fencing
+// settings itself (Tracked), passes them to each check as literal
+// arguments, and refuses what needs session state a pool cannot keep per
+// client (0A000). Not visible, and so not refused: what a function, a
+// procedure (CALL) or a DO block does inside; such code runs as opaque
+// code does in every mode (checked first, probed after), and a session
+// setting it leaves behind is on the shared connection.
+
+// Tracked is a pooled client's session-level fencing state, kept by gate
+// and never on a server connection.
+type Tracked struct {
+	Token    int64  // 0: none
+	Resource string // "": none
+}
+
+// reportedSettings are the settings PostgreSQL 15 reports in
+// ParameterStatus (GUC_REPORT) that a client can SET: pgwire restores them
+// per client on a lent connection. The other reported ones (server_version,
+// server_encoding, integer_datetimes, in_hot_standby, is_superuser) are not
+// settable, and session_authorization is refused as a role change.
+var reportedSettings = []string{
+	"application_name", "client_encoding", "datestyle", "default_transaction_read_only",
+	"intervalstyle", "standard_conforming_strings", "timezone",
+}
+
+func isReported(name string) bool {
+	for _, r := range reportedSettings {
+		if equalFoldASCII(name, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// poolSet is a session-level SET, RESET or SET … TO DEFAULT of
+// lock.fencing_token or lock.resource (or RESET ALL), which pooled mode
+// keeps in Tracked instead of on the server connection.
+type poolSet struct {
+	bits  uint8  // the settings it changes (fenceToken, fenceResource)
+	reset bool   // it sets them back to nothing; else to value
+	value string // SET to a value: the value
+	name  string // the name as written, for the replacement
+	err   error  // the value is not a valid token
+}
+
+// replacement returns the statement sent upstream in place of a SET of a
+// value, so that no value reaches the shared connection; "" for a reset,
+// which goes upstream as written (its tag, RESET or SET, stays).
+func (p *poolSet) replacement() string {
+	if p == nil || p.reset {
+		return ""
+	}
+	return "SET " + quoteIdentPath(p.name) + " TO DEFAULT"
+}
+
+// quoteIdentPath quotes each dot-separated part of a setting name.
+func quoteIdentPath(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
+	}
+	return strings.Join(parts, ".")
+}
+
+// classifyPool fills st.poolSet and st.poolUnsupported for the statement at
+// the root of a parse tree; w is the walker that walked it.
+func classifyPool(n *pg_query.Node, w *walker, st *Statement) {
+	st.poolUnsupported = poolUnsupported(n)
+	if st.poolUnsupported == "" {
+		st.poolUnsupported = w.poolUnsafe
+	}
+	if v := n.GetVariableSetStmt(); v != nil && !v.IsLocal {
+		st.poolSet = classifyPoolSet(v)
+	}
+}
+
+// classifyPoolSet returns the poolSet of a session-level VariableSetStmt,
+// nil when it does not change the fencing settings or is a form that
+// cannot be kept (SET … FROM CURRENT, a value that is not one constant).
+func classifyPoolSet(v *pg_query.VariableSetStmt) *poolSet {
+	switch v.Kind {
+	case pg_query.VariableSetKind_VAR_RESET_ALL:
+		return &poolSet{bits: fenceToken | fenceResource, reset: true}
+	case pg_query.VariableSetKind_VAR_RESET, pg_query.VariableSetKind_VAR_SET_DEFAULT:
+		if b := fenceBit(v.Name); b != 0 {
+			return &poolSet{bits: b, reset: true, name: v.Name}
+		}
+	case pg_query.VariableSetKind_VAR_SET_VALUE:
+		b := fenceBit(v.Name)
+		if b == 0 || len(v.Args) != 1 {
+			return nil
+		}
+		val, ok := setValue(v.Args[0])
+		if !ok {
+			return nil
+		}
+		p := &poolSet{bits: b, value: val, name: v.Name}
+		if b == fenceToken && val != "" {
+			_, p.err = ParseToken(val)
+		}
+		return p
+	}
+	return nil
+}
+
+// setValue returns the text a SET's constant argument sets: a string, an
+// integer or a bare word, as the server stores it for a placeholder.
+func setValue(n *pg_query.Node) (string, bool) {
+	c := n.GetAConst()
+	if c == nil || c.Isnull {
+		return "", false
+	}
+	switch {
+	case c.GetSval() != nil:
+		return c.GetSval().Sval, true
+	case c.GetIval() != nil:
+		return strconv.FormatInt(int64(c.GetIval().Ival), 10), true
+	case c.GetFval() != nil:
+		return c.GetFval().Fval, true
+	}
+	return "", false
+}
+
+// poolUnsupported names what n does that needs session state a pool
+// cannot keep per client ("" for nothing of the kind).
+func poolUnsupported(n *pg_query.Node) string {
+	switch s := n.Node.(type) {
+	case *pg_query.Node_ListenStmt:
+		return "LISTEN"
+	case *pg_query.Node_PrepareStmt:
+		return "PREPARE"
+	case *pg_query.Node_ExecuteStmt:
+		return "EXECUTE of a prepared statement"
+	case *pg_query.Node_DeallocateStmt:
+		return "DEALLOCATE"
+	case *pg_query.Node_DiscardStmt:
+		switch s.DiscardStmt.Target {
+		case pg_query.DiscardMode_DISCARD_ALL:
+			return "DISCARD ALL"
+		case pg_query.DiscardMode_DISCARD_PLANS:
+			return "DISCARD PLANS"
+		}
+	case *pg_query.Node_DeclareCursorStmt:
+		if s.DeclareCursorStmt.Options&cursorOptHold != 0 {
+			return "DECLARE … WITH HOLD"
+		}
+	case *pg_query.Node_LoadStmt:
+		return "LOAD"
+	case *pg_query.Node_CreateStmt:
+		if isTempRel(s.CreateStmt.Relation) && s.CreateStmt.Oncommit != pg_query.OnCommitAction_ONCOMMIT_DROP {
+			return "a temporary table without ON COMMIT DROP"
+		}
+	case *pg_query.Node_CreateTableAsStmt:
+		if ex := s.CreateTableAsStmt.GetQuery().GetExecuteStmt(); ex != nil {
+			return "EXECUTE of a prepared statement"
+		}
+		return tempInto(s.CreateTableAsStmt.Into)
+	case *pg_query.Node_SelectStmt:
+		return tempInto(s.SelectStmt.IntoClause)
+	case *pg_query.Node_CreateSeqStmt:
+		if isTempRel(s.CreateSeqStmt.Sequence) {
+			return "a temporary sequence"
+		}
+	case *pg_query.Node_ViewStmt:
+		if isTempRel(s.ViewStmt.View) {
+			return "a temporary view"
+		}
+	case *pg_query.Node_CreateFunctionStmt:
+		if len(s.CreateFunctionStmt.Funcname) > 1 && isTempSchema(s.CreateFunctionStmt.Funcname[0].GetString_().GetSval()) {
+			return "a temporary function"
+		}
+	case *pg_query.Node_ExplainStmt:
+		if hasOption(s.ExplainStmt.Options, "analyze") {
+			return poolUnsupported(s.ExplainStmt.Query)
+		}
+	case *pg_query.Node_VariableSetStmt:
+		return poolSetting(s.VariableSetStmt)
+	}
+	return ""
+}
+
+// poolSetting names a SET a pool cannot keep per client: one for the
+// session of a setting PostgreSQL does not report (pgwire restores only
+// those it reports), a role change, or a session's transaction
+// characteristics. SET LOCAL, RESET and SET … TO DEFAULT (nothing is left
+// that another client could read: no session-level value of those is ever
+// set through the pool), and the fencing settings (see poolSet), pass.
+func poolSetting(v *pg_query.VariableSetStmt) string {
+	if v.IsLocal || fenceBit(v.Name) != 0 {
+		return ""
+	}
+	switch v.Kind {
+	case pg_query.VariableSetKind_VAR_SET_VALUE, pg_query.VariableSetKind_VAR_SET_CURRENT:
+		switch {
+		case equalFoldASCII(v.Name, "session_authorization"):
+			return "SET SESSION AUTHORIZATION"
+		case equalFoldASCII(v.Name, "role"):
+			return "SET ROLE"
+		case !isReported(v.Name):
+			return "SET of " + v.Name + " for the session"
+		}
+	case pg_query.VariableSetKind_VAR_SET_MULTI:
+		if v.Name != "TRANSACTION" {
+			return "SET SESSION CHARACTERISTICS"
+		}
+	}
+	return ""
+}
+
+func tempInto(into *pg_query.IntoClause) string {
+	if into != nil && isTempRel(into.Rel) && into.OnCommit != pg_query.OnCommitAction_ONCOMMIT_DROP {
+		return "a temporary table without ON COMMIT DROP"
+	}
+	return ""
+}
+
+// isTempRel reports whether rv names a temporary relation: TEMP or
+// TEMPORARY, or a name in pg_temp (or pg_temp_N).
+func isTempRel(rv *pg_query.RangeVar) bool {
+	return rv != nil && (rv.Relpersistence == "t" || isTempSchema(rv.Schemaname))
+}
+
+func isTempSchema(schema string) bool {
+	return strings.HasPrefix(schema, "pg_temp")
+}
+
+// poolSetConfig notes, for pooled mode, a set_config call that may set a
+// setting for the session which pgwire does not restore per client: its
+// is_local is not a constant true, and its name is not a constant naming
+// a reported setting (the fencing settings are judged as FenceSession).
+func (w *walker) poolSetConfig(n *pg_query.FuncCall) {
+	if len(n.Args) == 3 && constTrue(n.Args[2]) {
+		return
+	}
+	if len(n.Args) > 0 {
+		if name, ok := constString(n.Args[0]); ok && (isReported(name) || isFenceSetting(name)) {
+			return
+		}
+	}
+	w.poolUnsafe = "set_config of a setting for the session"
+}
+
+// refPoolUnsupported refuses what (a statement, or what it does) that
+// needs session state a transaction pool cannot keep per client.
+func refPoolUnsupported(what string) refusal {
+	return refusal{code: codeCannotFence,
+		message: "fenceproxy: " + what + " is not supported in transaction pool mode",
+		detail:  "The proxy lends a shared server connection to each transaction; session state left on it would be another client's next.",
+		hint:    "Keep the state inside one transaction (SET LOCAL, ON COMMIT DROP, a cursor without HOLD), or connect to a proxy in session pool mode."}
+}
+
+// refPoolSession refuses a session-level change of lock.fencing_token or
+// lock.resource that the pool cannot keep for the client: not alone in its
+// unit, inside a transaction block, or a form whose value is unknown.
+var refPoolSession = refusal{
+	code:    codeSessionToken,
+	message: "fenceproxy: lock.fencing_token and lock.resource can be set for the session here only by a SET or RESET alone in its unit, outside a transaction block",
+	detail:  "The proxy runs in transaction pool mode: it keeps the session's fencing settings itself, and follows only a SET or RESET of a constant that is the only statement of its Query or Sync, outside a transaction block.",
+	hint:    "Set them inside the transaction with SET LOCAL (or set_config(name, value, true)), or carry them in a /* fencing_token=N resource=R */ comment.",
+}
+
+// poolIdle reports whether the server confirmed that no transaction block
+// is open and nothing sent is unanswered.
+func (s *Session) poolIdle() bool {
+	return s.slots.unitsInFlight == 0 && s.lastReady == 'I'
+}
+
+// poolRefusal returns, under Config.Pooled, the refusal of run (which st
+// runs), or nil; a session-level SET or RESET of the fencing settings it
+// accepts is recorded in the unit, and kept once the server answered it.
+func (s *Session) poolRefusal(st, run *Statement) *refusal {
+	switch {
+	case s.unit.poolSet != nil:
+		return &refPoolSession // the change must be alone in its unit
+	case run.poolUnsupported != "":
+		r := refPoolUnsupported(run.poolUnsupported)
+		return &r
+	case run.poolSet != nil && run == st:
+		if err, ok := run.poolSet.err.(*TokenError); ok {
+			return &refusal{code: err.SQLState(), message: "fenceproxy: " + err.Error()}
+		}
+		if !s.poolAlone {
+			return &refPoolSession
+		}
+		s.unit.poolSet = run.poolSet
+		return nil
+	case run.FenceSession || run.poolSet != nil:
+		return &refPoolSession
+	}
+	return nil
+}
+
+// withTracked fills in what d lacks from the session's tracked settings,
+// where the transaction did not set them itself: the check then passes
+// them as literal arguments and never reads the server connection's.
+func (s *Session) withTracked(d Directives) Directives {
+	if d.Token == 0 && s.trust&fenceToken == 0 {
+		d.Token = s.tracked.Token
+	}
+	if d.Resource == "" && s.trust&fenceResource == 0 {
+		d.Resource = s.tracked.Resource
+	}
+	return d
+}
+
+// poolReplacement returns, under Config.Pooled, the text sent instead of
+// st: "" to send it as written.
+func (s *Session) poolReplacement(st *Statement) string {
+	if !s.cfg.Pooled {
+		return ""
+	}
+	return st.poolSet.replacement()
+}
+
+// poolParseText returns, under Config.Pooled, the text a Parse carries
+// upstream instead of sql when sql is a SET of a fencing setting to a
+// value: the server never sees the value; the Execute decides on the
+// client's text, which the registry keeps. "" to send sql.
+func (s *Session) poolParseText(sql string) string {
+	if !s.cfg.Pooled {
+		return ""
+	}
+	a, err := s.cfg.Analyzer.Analyze(sql)
+	if err != nil || len(a.Statements) != 1 {
+		return ""
+	}
+	return a.Statements[0].poolSet.replacement()
+}
+
+// applyPoolSet keeps what a unit's accepted poolSet set, once the server
+// answered the unit without an error.
+func (s *Session) applyPoolSet(p *poolSet) {
+	if p.bits&fenceToken != 0 {
+		s.tracked.Token = 0
+		if !p.reset && p.value != "" {
+			s.tracked.Token, _ = ParseToken(p.value)
+		}
+	}
+	if p.bits&fenceResource != 0 {
+		s.tracked.Resource = ""
+		if !p.reset {
+			s.tracked.Resource = p.value
+		}
+	}
+}
+
+// poolUnitFailed marks the unit an error answered as not changing the
+// tracked settings: the unit still open, or the first one in the queue
+// still waiting for its ReadyForQuery.
+func (s *Session) poolUnitFailed() {
+	if s.unit.poolSet != nil {
+		s.unit.poolSet = nil // no Sync sent yet: the server skips the rest
+		return
+	}
+	if s.poolPending == 0 {
+		return
+	}
+	if sl := s.slots.firstEnd(); sl != nil {
+		sl.poolFailed = true
+	}
+}
