@@ -127,7 +127,7 @@ type Session struct {
 	rerun bool
 	// byName: the statement being decided runs from a name SQL can
 	// redefine (see Session.replaceable); set only around decide.
-	byName    bool
+	byName bool
 	// poolAlone: the statement being decided is alone in its unit, outside
 	// a transaction block the server confirmed (Config.Pooled); set only
 	// around decide.

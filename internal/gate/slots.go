@@ -55,8 +55,8 @@ type slot struct {
 	// some of it, and which is not known).
 	savepoints    []savepointTrust
 	savepointsRan bool
-	lexing        bool   // the unit may change standard_conforming_strings or client_encoding
-	gen           uint64 // probe: Session.maybeGen when the probe was sent
+	lexing        bool     // the unit may change standard_conforming_strings or client_encoding
+	gen           uint64   // probe: Session.maybeGen when the probe was sent
 	poolSet       *poolSet // the unit's change of Session.tracked
 	poolFailed    bool     // an error answered the unit: poolSet is not kept
 

@@ -1,0 +1,221 @@
+package gate
+
+import (
+	"strings"
+	"testing"
+)
+
+// Under transaction pool mode (Config.Pooled) the session's fencing
+// settings live in the gate, never on the shared server connection, and
+// what a pool cannot keep per client is refused.
+
+func pooledWire(t *testing.T, params map[string]string) *wire {
+	t.Helper()
+	cfg := &Config{Pooled: true, Analyzer: NewAnalyzer(100)}
+	if err := CheckStartup(cfg, params); err != nil {
+		t.Fatalf("startup refused: %v", err)
+	}
+	w := &wire{t: t, s: NewSession(cfg, params)}
+	w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "on"})
+	w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "UTF8"})
+	w.s.Probe()
+	w.replies("3123C3Z", 'I')
+	return w
+}
+
+const literal42 = "CALL fence.check('42', "
+
+func TestPooledSessionSetIsKeptByTheGateNotTheServer(t *testing.T) {
+	for _, sql := range []string{
+		"SET lock.fencing_token = 42",
+		"set LOCK.FENCING_TOKEN to '42'",
+		`SET "lock"."fencing_token" = 42`,
+		"/* c */ SET  SESSION lock.fencing_token\n= 42 -- x",
+	} {
+		w := pooledWire(t, nil)
+		got := w.send(q(sql))
+		if strings.Contains(got, "42") || !strings.Contains(got, "TO DEFAULT") {
+			t.Fatalf("%s: upstream %s, want a SET … TO DEFAULT without the value", sql, got)
+		}
+		if seen := w.replies("CZ", 'I'); seen != "CZ" {
+			t.Fatalf("client saw %q", seen)
+		}
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, literal42) {
+			t.Fatalf("%s: check after it does not carry the tracked token: %s", sql, got)
+		}
+	}
+}
+
+func TestPooledSessionSetThatFailsKeepsTheOldValue(t *testing.T) {
+	w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42"})
+	w.send(q("SET lock.fencing_token = 7"))
+	w.replies("E{42501}Z", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, literal42) {
+		t.Fatalf("after a failed SET: %s", got)
+	}
+}
+
+func TestPooledStartupTokenIsTrackedAndStripped(t *testing.T) {
+	tr, rest, err := PooledStartup(map[string]string{
+		"options": `-c lock.fencing_token=42 --lock.resource=r -c search_path=a\ b`, "user": "u"})
+	if err != nil || tr != (Tracked{Token: 42, Resource: "r"}) {
+		t.Fatalf("tracked %+v, %v", tr, err)
+	}
+	if rest["options"] != `-c search_path=a\ b` || rest["user"] != "u" {
+		t.Fatalf("rest %q", rest)
+	}
+	for _, p := range []map[string]string{
+		{"options": "-c lock.fencing_token=abc"},
+		{"lock.fencing_token": "-1"},
+		{"options": "-c l\\ock.x=1"},
+	} {
+		if _, _, err := PooledStartup(p); err == nil {
+			t.Errorf("%v accepted", p)
+		}
+	}
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "42", "lock.resource": "r"})
+	if got := w.send(q("DELETE FROM t")); !strings.Contains(got, "CALL fence.check('42', 'r'") {
+		t.Fatalf("startup token not passed as a literal: %s", got)
+	}
+}
+
+func TestPooledResetClearsTheTrackedToken(t *testing.T) {
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+	for _, sql := range []string{"RESET lock.fencing_token", "SET lock.fencing_token TO DEFAULT", "RESET ALL"} {
+		w = pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+		if got := w.send(q(sql)); got != "Q("+sql+")" {
+			t.Fatalf("%s: upstream %s", sql, got)
+		}
+		w.replies("CZ", 'I')
+		if got := w.send(q("UPDATE t SET v = 1")); strings.Contains(got, "'42'") {
+			t.Fatalf("%s: token still used: %s", sql, got)
+		}
+	}
+}
+
+func TestPooledSessionSetElsewhereIsRefused(t *testing.T) {
+	for _, sql := range []string{
+		"SET lock.fencing_token = 42; SELECT 1",
+		"SELECT 1; RESET lock.fencing_token",
+		"SELECT set_config('lock.fencing_token', '42', false)",
+		"SET lock.fencing_token FROM CURRENT",
+		"SELECT set_config(current_user, 'x', true)", // a name that is not a constant may be ours
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "55Z05") || strings.Contains(got, "42'") && !strings.Contains(sql, "set_config") {
+			t.Errorf("%s: %s", sql, got)
+		}
+	}
+	// In a transaction block the server confirmed.
+	w := pooledWire(t, nil)
+	w.send(q("BEGIN"))
+	w.replies("CZ", 'T')
+	if got := w.send(q("SET lock.fencing_token = 42")); !strings.Contains(got, "55Z05") || strings.Contains(got, "42") {
+		t.Fatalf("in a block: %s", got)
+	}
+	// A token that is not one.
+	w = pooledWire(t, nil)
+	if got := w.send(q("SET lock.fencing_token = 'x'")); !strings.Contains(got, "22023") {
+		t.Fatalf("invalid token: %s", got)
+	}
+}
+
+func TestPooledUnitAfterASessionSetWaitsForItsAnswer(t *testing.T) {
+	w := pooledWire(t, nil)
+	w.send(q("SET lock.fencing_token = 42"))
+	if got := w.send(q("UPDATE t SET v = 1")); got != "WAIT" {
+		t.Fatalf("pipelined: %s", got)
+	}
+	w.replies("CZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, literal42) {
+		t.Fatalf("after the answer: %s", got)
+	}
+}
+
+func TestPooledSetLocalIsReadInsteadOfTheTrackedToken(t *testing.T) {
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "42", "lock.resource": "r"})
+	got := w.send(q("BEGIN; SET LOCAL lock.fencing_token = 5; UPDATE t SET v = 1"))
+	got = got[:strings.LastIndex(got, "UPDATE t")]
+	if !strings.Contains(got, "CALL fence.check('', 'r'") {
+		t.Fatalf("SET LOCAL not read: %s", got)
+	}
+}
+
+func TestPooledNoTrackedTokenKeepsTheGuardedRead(t *testing.T) {
+	w := &wire{t: t, s: NewSession(&Config{Pooled: true, Analyzer: NewAnalyzer(10)}, nil)}
+	w.s.Probe()
+	w.replies("3123DC3Z", 'I') // a foreign value on the connection
+	if got := w.send(q("UPDATE t SET v = 1")); lastCheck(got) != "guarded" {
+		t.Fatalf("%s", got)
+	}
+}
+
+func TestPooledExtendedSessionSetKeepsTheValueOffTheServer(t *testing.T) {
+	w := pooledWire(t, nil)
+	d := w.s.Client(parse("s1", "SET lock.fencing_token = 42"))
+	if d.Replace == nil || strings.Contains(show(nil)+showOne(d.Replace), "42") {
+		t.Fatalf("Parse not replaced: %+v", d)
+	}
+	w.send(bind("", "s1"))
+	if got := w.send(exec("")); strings.Contains(got, "55Z05") {
+		t.Fatalf("one-statement unit refused: %s", got)
+	}
+	w.send(syncMsg())
+	w.replies("12CZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, literal42) {
+		t.Fatalf("after the unit: %s", got)
+	}
+	// Re-executed inside a block, or second in its unit: refused.
+	w.send(q("BEGIN"))
+	w.replies("CZ", 'T')
+	w.send(bind("", "s1"))
+	if got := w.send(exec("")); !strings.Contains(got, "~raise") {
+		t.Fatalf("in a block: %s", got)
+	}
+}
+
+func TestPooledRefusesSessionStateThePoolCannotKeep(t *testing.T) {
+	refused := []string{
+		"LISTEN ch", "listen \"Ch\"",
+		"PREPARE p AS SELECT 1", "EXECUTE p", "DEALLOCATE p", "DEALLOCATE ALL", "DISCARD ALL", "DISCARD PLANS",
+		"DECLARE c CURSOR WITH HOLD FOR SELECT 1",
+		"CREATE TEMP TABLE x (a int)", "CREATE TEMPORARY TABLE x AS SELECT 1", "CREATE TABLE pg_temp.x (a int)",
+		"SELECT 1 INTO TEMP x", "CREATE TEMP SEQUENCE s", "CREATE TEMP VIEW v AS SELECT 1",
+		"CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+		"EXPLAIN ANALYZE CREATE TEMP TABLE x AS SELECT 1",
+		"SET SESSION AUTHORIZATION u", "SET ROLE r", "LOAD 'x'",
+		"SET search_path = a", "SET work_mem = '1MB'", "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+		"SELECT set_config('work_mem', '1MB', false)",
+		"SELECT 1; LISTEN ch", "UPDATE pg_settings SET setting = 'x' WHERE name = 'work_mem'",
+		"CREATE TABLE AS_x AS EXECUTE p",
+	}
+	for _, sql := range refused {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") || !strings.Contains(got, "not supported in transaction pool mode") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	allowed := []string{
+		"SET LOCAL work_mem = '1MB'", "SET application_name = 'a'", "SET TIME ZONE 'UTC'", "SET NAMES 'UTF8'",
+		"SET DateStyle = ISO", "RESET work_mem", "UNLISTEN *", "SELECT set_config('work_mem', '1MB', true)",
+		"BEGIN; CREATE TEMP TABLE x (a int) ON COMMIT DROP; COMMIT", "DECLARE c CURSOR FOR SELECT 1", "SET TRANSACTION READ ONLY",
+	}
+	for _, sql := range allowed {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); strings.Contains(got, "0A000") {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+	// Extended protocol, named statement: refused at its Execute.
+	w := pooledWire(t, nil)
+	w.send(parse("n", "LISTEN ch"))
+	w.send(bind("", "n"))
+	if got := w.send(exec("")); !strings.Contains(got, "~raise") {
+		t.Fatalf("extended LISTEN: %s", got)
+	}
+	// Without Pooled, unchanged.
+	w = newWire(t, nil, false)
+	if got := w.send(q("LISTEN ch")); got != "Q(LISTEN ch)" {
+		t.Fatalf("session mode: %s", got)
+	}
+}
