@@ -80,9 +80,8 @@ func TestPooledStartupTokenIsTrackedAndStripped(t *testing.T) {
 }
 
 func TestPooledResetClearsTheTrackedToken(t *testing.T) {
-	w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
 	for _, sql := range []string{"RESET lock.fencing_token", "SET lock.fencing_token TO DEFAULT", "RESET ALL"} {
-		w = pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
 		if got := w.send(q(sql)); got != "Q("+sql+")" {
 			t.Fatalf("%s: upstream %s", sql, got)
 		}
