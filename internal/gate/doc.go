@@ -66,6 +66,13 @@
 // the Syncs before that mark get a ReadyForQuery (copy.go lists the
 // orders modeled, and those that end the session with 08P01).
 //
+// Under Config.Pooled (transaction pool mode, pool.go; docs/design.md,
+// "Transaction pooling") a check reads only settings its own transaction
+// set, the client's session-level token and resource are kept by the
+// session ([Tracked]: startup options, a SET alone in its unit, confirmed
+// by the server) and passed to the check as values, and what needs session
+// state a pool cannot keep per client is refused with 0A000.
+//
 // Statement analysis is the pure bottom layer: [Analyze] parses a Query
 // string with pg_query (PostgreSQL's own parser, compiled in through cgo),
 // splits it into statements at the parser's boundaries and returns an
