@@ -117,6 +117,9 @@ func New(cfg Config) (*Pool, error) {
 // ErrWaitTimeout, ErrClosed, ctx's error or the Dial error. The caller must
 // Release what it gets.
 func (p *Pool) Acquire(ctx context.Context, key Key) (*Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

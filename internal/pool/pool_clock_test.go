@@ -249,3 +249,30 @@ func TestReleasingAConnTwicePanics(t *testing.T) {
 		p.Release(c, true)
 	})
 }
+
+func TestWaiterWhoseContextEndsAsItIsServedLosesNoConnOrSlot(t *testing.T) {
+	for _, reusable := range []bool{true, false} {
+		for range 20 { // both orders of the waiter's select, by chance
+			synctest.Test(t, func(t *testing.T) {
+				p, _ := newPipePool(t, pool.Config{Size: 1})
+				held := mustAcquire(t, p)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if c, err := p.Acquire(ctx, key); err == nil {
+						p.Release(c, true)
+					}
+				}()
+				synctest.Wait()
+				cancel()
+				p.Release(held, reusable)
+				<-done
+				if st := p.Stats()[key]; st.Active != 0 || st.Waiting != 0 {
+					t.Fatalf("stats %+v: a conn or slot was lost", st)
+				}
+				p.Release(mustAcquire(t, p), true) // Size 1 still has its slot
+			})
+		}
+	}
+}
