@@ -60,7 +60,7 @@ func TestMalformedAuthFileLineIsAnErrorNamingTheLine(t *testing.T) {
 		`"alice" ""`:                     `line 2: secret of user "alice": empty secret`,
 		`"alice" "SCRAM-SHA-256$4096:x"`: `line 2: secret of user "alice": malformed SCRAM-SHA-256 verifier`,
 		`"alice" "SCRAM-SHA-256$0:MDEy$ZHVt:ZHVt"`: `iteration count`,
-		`"ok" "y"`:                                 `line 2: user "ok" is listed twice`,
+		`"ok" "y"`: `line 2: user "ok" is listed twice`,
 	}
 	for line, want := range cases {
 		_, err := clientauth.Parse(strings.NewReader(`"ok" "x"` + "\n" + line + "\n"))
