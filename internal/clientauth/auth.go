@@ -40,9 +40,9 @@ const maxMessageLen = 4096
 // message longer than 4 KiB. It sets no deadline: bound the exchange in
 // time on the connection.
 func Authenticate(rw io.ReadWriter, user string, method Method, users *File) error {
-	c := &conn{rw: rw, user: user}
+	c := &conn{rw: rw, user: user, file: users}
 	s, known := users.users[user]
-	err := c.run(method, s, known, users.mock)
+	err := c.run(method, s, known)
 	if errors.Is(err, ErrFailed) {
 		c.sendError("28P01", `password authentication failed for user "`+user+`"`)
 	}
@@ -56,7 +56,7 @@ func Authenticate(rw io.ReadWriter, user string, method Method, users *File) err
 // when the user is not in the file) and runs it. An unknown user, or a
 // secret the method cannot use, gets the exchange a known user would, and
 // fails at its end, so a client cannot tell which users exist.
-func (c *conn) run(method Method, s secret, known bool, mock Kind) error {
+func (c *conn) run(method Method, s secret, known bool) error {
 	switch method {
 	case Trust:
 		if !known {
@@ -66,7 +66,7 @@ func (c *conn) run(method Method, s secret, known bool, mock Kind) error {
 	case Password:
 		return c.cleartext(s, known)
 	case MD5:
-		if known && s.kind != SCRAMVerifier || !known && mock != SCRAMVerifier {
+		if known && s.kind != SCRAMVerifier || !known && c.file.mock != SCRAMVerifier {
 			return c.md5(s, known)
 		}
 		return c.scram(s, known)
@@ -80,6 +80,7 @@ func (c *conn) run(method Method, s secret, known bool, mock Kind) error {
 type conn struct {
 	rw   io.ReadWriter
 	user string
+	file *File
 }
 
 // failed is the error for a refused login; why goes to the log only.
@@ -146,6 +147,10 @@ func (c *conn) cleartext(s secret, known bool) error {
 	}
 	switch {
 	case !known:
+		if c.file.mock == SCRAMVerifier {
+			// Take as long as checking against a SCRAM verifier would.
+			newVerifier(password, madeUpSalt(c.user), scramIterations)
+		}
 		return c.failed("no such user")
 	case password == "":
 		return c.failed("empty password")

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -154,5 +155,23 @@ func TestTrustLogsInAListedUserWithoutAPassword(t *testing.T) {
 	}
 	if o.request != reqOK {
 		t.Errorf("authentication request %d, want AuthenticationOk first", o.request)
+	}
+}
+
+func TestConcurrentLoginsShareOneFile(t *testing.T) {
+	f := parse(t, quote(user)+" "+quote(password), quote("bob")+" "+quote(secrets(t)[clientauth.SCRAMVerifier]))
+	const n = 8
+	errs := make(chan error, 2*n)
+	for i := range 2 * n {
+		s := serve(t, clientauth.SCRAMSHA256, f)
+		go func() {
+			o, err := login(t, s, []string{user, "bob"}[i%2], password)
+			errs <- errors.Join(err, o.err)
+		}()
+	}
+	for range 2 * n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -7,16 +7,21 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 )
 
-// File is a parsed auth file: each user's secret. It is read-only after
-// Parse, so safe for concurrent use.
+// File is a parsed auth file: each user's secret. It is safe for
+// concurrent use.
 type File struct {
 	users map[string]secret
 	// mock is the exchange an unknown user gets under auth_type md5, so that
 	// it looks like a known user's: SCRAM when the file holds a SCRAM
 	// verifier, MD5 otherwise.
 	mock Kind
+
+	mu sync.Mutex
+	// derived holds the SCRAM verifiers computed from plain-text secrets.
+	derived map[string]verifier
 }
 
 // Load reads and parses the auth file at path. A file that group or others
@@ -48,7 +53,7 @@ func Load(path string) (f *File, warning, err error) {
 // ignored. Blank lines and lines starting with ';' are comments. A user
 // listed twice is an error. Errors name the line.
 func Parse(r io.Reader) (*File, error) {
-	f := &File{users: map[string]secret{}, mock: MD5Hash}
+	f := &File{users: map[string]secret{}, mock: MD5Hash, derived: map[string]verifier{}}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -116,6 +121,19 @@ func quoted(s string) (field, rest string, err error) {
 		return b.String(), s[i+1:], nil
 	}
 	return "", "", errors.New("missing closing double quote")
+}
+
+// plainVerifier returns the SCRAM verifier of user's plain-text password,
+// computed on first use: later logins cost what a stored verifier costs.
+func (f *File) plainVerifier(user, password string) verifier {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.derived[user]
+	if !ok {
+		v = newVerifier(password, madeUpSalt(user), scramIterations)
+		f.derived[user] = v
+	}
+	return v
 }
 
 // Password returns the password to log into PostgreSQL as user, which the

@@ -75,7 +75,7 @@ func (c *conn) scramVerifier(s secret, known bool) (v verifier, unusable string)
 	case known && s.kind == SCRAMVerifier:
 		return s.scram, ""
 	case known && s.kind == Plain:
-		return newVerifier(s.text, madeUpSalt(c.user), scramIterations), ""
+		return c.file.plainVerifier(c.user, s.text), ""
 	}
 	mock := verifier{iterations: scramIterations, salt: madeUpSalt(c.user)}
 	if known {
