@@ -53,14 +53,16 @@ func scramSecret(t *testing.T, password string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mac := func(key []byte, msg string) []byte {
-		m := hmac.New(sha256.New, key)
-		m.Write([]byte(msg))
-		return m.Sum(nil)
-	}
 	stored := sha256.Sum256(mac(salted, "Client Key"))
 	b64 := base64.StdEncoding.EncodeToString
 	return fmt.Sprintf("SCRAM-SHA-256$4096:%s$%s:%s", b64(salt), b64(stored[:]), b64(mac(salted, "Server Key")))
+}
+
+// mac is HMAC-SHA-256 of msg with key.
+func mac(key []byte, msg string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
 }
 
 // secrets is user's password in each form the auth file takes.

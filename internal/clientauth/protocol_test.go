@@ -1,10 +1,15 @@
 package clientauth_test
 
 import (
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +176,67 @@ func TestClientLeavingMidExchangeEndsAuthenticate(t *testing.T) {
 	if !errors.Is(o.err, io.EOF) {
 		t.Errorf("server: %v, want an error wrapping EOF", o.err)
 	}
+}
+
+// TestSCRAMByHandWithTheYFlagLogsIn runs the client side of RFC 5802 by
+// hand, with the gs2 flag 'y' (the client supports channel binding, the
+// server did not offer it), and checks the server's signature.
+func TestSCRAMByHandWithTheYFlagLogsIn(t *testing.T) {
+	s := scramServer(t)
+	r := dialRaw(t, s, user)
+	bare := "n=,r=fyko+d2lbbFgONRv9qkxdawL"
+	r.sasl(t, "SCRAM-SHA-256", "y,,"+bare)
+	cont, ok := r.next(t).(*pgproto3.AuthenticationSASLContinue)
+	if !ok {
+		t.Fatal("no SASLContinue")
+	}
+	serverFirst := string(cont.Data)
+	attrs := map[string]string{}
+	for _, kv := range strings.Split(serverFirst, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		attrs[k] = v
+	}
+	if !strings.HasPrefix(attrs["r"], "fyko+d2lbbFgONRv9qkxdawL") || len(attrs["r"]) <= len("fyko+d2lbbFgONRv9qkxdawL") {
+		t.Fatalf("server nonce %q does not extend the client's", attrs["r"])
+	}
+	salt, err := base64.StdEncoding.DecodeString(attrs["s"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	iter, err := strconv.Atoi(attrs["i"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iter, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientKey := mac(salted, "Client Key")
+	storedKey := sha256.Sum256(clientKey)
+	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte("y,,")) + ",r=" + attrs["r"]
+	authMessage := bare + "," + serverFirst + "," + withoutProof
+	proof := mac(storedKey[:], authMessage)
+	subtle.XORBytes(proof, proof, clientKey)
+	b, _ := (&pgproto3.SASLResponse{Data: []byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof))}).Encode(nil)
+	r.write(t, b)
+
+	final, ok := r.next(t).(*pgproto3.AuthenticationSASLFinal)
+	if !ok {
+		t.Fatal("no SASLFinal")
+	}
+	if want := "v=" + base64.StdEncoding.EncodeToString(mac(mac(salted, "Server Key"), authMessage)); string(final.Data) != want {
+		t.Errorf("server signature %q, want %q", final.Data, want)
+	}
+	if m := r.next(t); !isOK(m) {
+		t.Errorf("got %T, want AuthenticationOk", m)
+	}
+	r.conn.Close()
+	if o := <-s.result; o.err != nil {
+		t.Errorf("server: %v", o.err)
+	}
+}
+
+func isOK(m pgproto3.BackendMessage) bool {
+	_, ok := m.(*pgproto3.AuthenticationOk)
+	return ok
 }
