@@ -47,7 +47,7 @@ func md5Secret(user, password string) string {
 
 // scramSecret computes a SCRAM-SHA-256 verifier straight from RFC 5802 §3,
 // in PostgreSQL's rolpassword form.
-func scramSecret(t *testing.T, password string) string {
+func scramSecret(t testing.TB, password string) string {
 	salt := []byte("0123456789abcdef")
 	salted, err := pbkdf2.Key(sha256.New, password, salt, 4096, 32)
 	if err != nil {
@@ -66,7 +66,7 @@ func mac(key []byte, msg string) []byte {
 }
 
 // secrets is user's password in each form the auth file takes.
-func secrets(t *testing.T) map[clientauth.Kind]string {
+func secrets(t testing.TB) map[clientauth.Kind]string {
 	return map[clientauth.Kind]string{
 		clientauth.Plain:         password,
 		clientauth.MD5Hash:       md5Secret(user, password),
