@@ -37,8 +37,9 @@ const maxMessageLen = 4096
 // wrapping ErrFailed or ErrProtocol, or the connection's error.
 //
 // Authenticate reads exactly the client's messages, never ahead, and no
-// message longer than 4 KiB. It sets no deadline: bound the exchange in
-// time on the connection.
+// message longer than 4 KiB. When rw has a Flush() error method (a
+// buffered writer), it flushes after each message it sends. It sets no
+// deadline: bound the exchange in time on the connection.
 func Authenticate(rw io.ReadWriter, user string, method Method, users *File) error {
 	c := &conn{rw: rw, user: user, file: users}
 	s, known := users.users[user]
@@ -99,17 +100,19 @@ func (c *conn) sendError(code, msg string) {
 	_ = c.send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg})
 }
 
-// send writes msgs in one Write.
-func (c *conn) send(msgs ...pgproto3.BackendMessage) error {
-	var buf []byte
-	for _, m := range msgs {
-		var err error
-		if buf, err = m.Encode(buf); err != nil {
-			return err
-		}
+// send writes msg, and flushes rw if it can.
+func (c *conn) send(msg pgproto3.BackendMessage) error {
+	buf, err := msg.Encode(nil)
+	if err != nil {
+		return err
 	}
-	_, err := c.rw.Write(buf)
-	return err
+	if _, err := c.rw.Write(buf); err != nil {
+		return err
+	}
+	if f, ok := c.rw.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
 }
 
 // receive reads one PasswordMessage-type ('p') message and returns its body.

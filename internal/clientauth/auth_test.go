@@ -1,6 +1,7 @@
 package clientauth_test
 
 import (
+	"bufio"
 	"crypto/hmac"
 	"crypto/md5"
 	"crypto/pbkdf2"
@@ -9,9 +10,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/clientauth"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 const (
@@ -175,5 +180,43 @@ func TestConcurrentLoginsShareOneFile(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+func TestBufferedClientWriterIsFlushedAtEachStep(t *testing.T) {
+	f := parse(t, quote(user)+" "+quote(password))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := &server{addr: ln.Addr().String(), result: make(chan outcome, 1)}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			s.result <- outcome{err: err}
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(guard))
+		if _, err := readStartup(c); err != nil {
+			s.result <- outcome{err: err}
+			return
+		}
+		w := bufio.NewWriter(c)
+		rw := struct {
+			io.Reader
+			*bufio.Writer
+		}{bufio.NewReader(c), w}
+		err = clientauth.Authenticate(rw, user, clientauth.SCRAMSHA256, f)
+		if err == nil {
+			buf, _ := (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(nil)
+			w.Write(buf)
+			w.Flush()
+		}
+		s.result <- outcome{err: err}
+	}()
+	if o, err := login(t, s, user, password); err != nil || o.err != nil {
+		t.Fatalf("client: %v; server: %v", err, o.err)
 	}
 }
