@@ -55,7 +55,8 @@ func Load(path string) (f *File, warning, err error) {
 func Parse(r io.Reader) (*File, error) {
 	f := &File{users: map[string]secret{}, mock: MD5Hash, derived: map[string]verifier{}}
 	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == ';' {
 			continue
@@ -65,7 +66,7 @@ func Parse(r io.Reader) (*File, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("line %d: %w", n, err)
 	}
 	return f, nil
 }

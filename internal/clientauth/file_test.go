@@ -70,6 +70,14 @@ func TestMalformedAuthFileLineIsAnErrorNamingTheLine(t *testing.T) {
 	}
 }
 
+func TestOverlongAuthFileLineIsAnErrorNamingTheLine(t *testing.T) {
+	text := `"ok" "x"` + "\n" + `"alice" "` + strings.Repeat("x", 70000) + `"` + "\n"
+	_, err := clientauth.Parse(strings.NewReader(text))
+	if err == nil || !strings.HasPrefix(err.Error(), "line 2: ") {
+		t.Errorf("error %v, want one naming line 2", err)
+	}
+}
+
 func TestLoadWarnsWhenTheAuthFileIsNotPrivate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "userlist.txt")
 	if err := os.WriteFile(path, []byte(`"alice" "x"`+"\n"), 0o600); err != nil {
