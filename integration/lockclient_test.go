@@ -337,30 +337,6 @@ func TestEtcdDownPastValidityIsLost(t *testing.T) {
 	}
 }
 
-func TestEtcdWaiterLeaseRevoked(t *testing.T) {
-	e := startEtcd(t)
-	c, other := newLockClient(t, e), newLockClient(t, e)
-	if _, err := c.Acquire(t.Context(), "w", lockclient.WithTTL(5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	waiter := sharedBackendClient(t, c.backend)
-	go func() {
-		_, err := waiter.Acquire(t.Context(), "w", lockclient.WithTTL(5*time.Second), lockclient.WithWait(time.Minute))
-		errc <- err
-	}()
-	waitForWatching(t, c.backend, 1)
-	revokeLease(t, other.etcd, "w", 1)
-	select {
-	case err := <-errc:
-		if !errors.Is(err, lockclient.ErrLost) {
-			t.Fatalf("waiter whose lease was revoked got %v, want ErrLost", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("waiter did not notice its own lease was revoked")
-	}
-}
-
 func TestEtcdWaiterGivesUp(t *testing.T) {
 	e := startEtcd(t)
 	c := newLockClient(t, e)

@@ -72,8 +72,12 @@ func New(b Backend, opts ...Option) (*Client, error) {
 // not be reached the error wraps [ErrUnavailable] (a [*UnavailableError]
 // naming the service and wrapping the transport error), never
 // [ErrNotAcquired]: an unreachable service says nothing of who holds the
-// lock. It returns an error wrapping [ErrLost] if the caller's queue entry vanished while it waited, or
-// if the grant arrived with too little validity left to be used; one
+// lock. A waiter whose own queue entry vanished before it held the lock (its
+// lease expired: a keep-alive starved on a loaded machine, a service away
+// longer than the TTL) has lost only its place: it queues again, at the back,
+// within the same bounds, and its token when it gets the lock is above every
+// token granted before. It returns an error wrapping [ErrLost] if the grant
+// arrived with too little validity left to be used; one
 // wrapping [ErrAlreadyHeld], at once, when this client already holds name
 // through a handle not acquired with [WithReentrant] (or the acquire is not
 // reentrant); one wrapping [ErrClosed] once Close has been called; and one
@@ -107,6 +111,27 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		return c.acquireReentrant(ctx, name, cfg)
 	}
 	return c.acquireGrant(ctx, name, cfg, nil)
+}
+
+// requeuePause is how long a waiter whose queue entry vanished waits
+// before it queues again, so that a service that keeps dropping it is not
+// hammered.
+const requeuePause = 50 * time.Millisecond
+
+// backendAcquire is the backend's Acquire, queueing again while a waiter's
+// own entry vanishes (ErrLost) before it holds the lock and ctx allows.
+func (c *Client) backendAcquire(ctx context.Context, req Request) (Grant, error) {
+	for {
+		g, err := c.backend.Acquire(ctx, req)
+		if !req.Wait || !errors.Is(err, ErrLost) {
+			return g, err
+		}
+		select {
+		case <-ctx.Done():
+			return g, err
+		case <-time.After(requeuePause):
+		}
+	}
 }
 
 func (c *Client) acquireConfig(name string, wait bool, opts []AcquireOption) (acquireConfig, error) {
@@ -157,7 +182,7 @@ func (c *Client) acquireGrant(ctx context.Context, name string, cfg acquireConfi
 	if err := c.canAcquire(name); err != nil {
 		return nil, err
 	}
-	g, err := c.backend.Acquire(actx, Request{Name: name, TTL: cfg.ttl, Wait: cfg.queue})
+	g, err := c.backendAcquire(actx, Request{Name: name, TTL: cfg.ttl, Wait: cfg.queue})
 	if err != nil {
 		return nil, c.acquireError(name, cfg, actx, err)
 	}

@@ -70,7 +70,8 @@
 // ends, as etcd's concurrency.Mutex does. Each
 // waiter is woken only when the waiter directly ahead of it leaves, so one
 // release wakes one waiter. A waiter that gives up removes its queue entry; a
-// waiter whose own entry vanishes finds out promptly ([ErrLost]).
+// waiter whose own entry vanishes (its lease expired before it held the
+// lock) queues again at the back.
 //
 // # Concurrency
 //

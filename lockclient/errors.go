@@ -29,8 +29,9 @@ var (
 	// transport-error budget was spent, or the validity deadline came too
 	// close). It is the cause of a lost [Handle.Context], the error passed to
 	// an OnLost callback, and what [Handle.Release] returns after a loss.
-	// Acquire returns it when the caller's own queue entry vanished while it
-	// was waiting. Backends return it from renewals the service rejects.
+	// A backend's Acquire returns it when the caller's own queue entry
+	// vanished while it was waiting (Client.Acquire then queues again).
+	// Backends return it from renewals the service rejects.
 	ErrLost = errors.New("lockclient: lock lost")
 
 	// ErrUnavailable means the lock service could not be reached: no

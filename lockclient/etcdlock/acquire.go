@@ -19,24 +19,7 @@ import (
 // each waiter watches only the key directly ahead of it, and its own key, and
 // keeps its lease alive meanwhile. Giving up revokes the lease, which deletes
 // the key.
-//
-// A waiter whose own lease expired before it held the lock (its keep-alive
-// starved on a loaded machine, or etcd was away longer than the TTL) has
-// lost nothing but its place: it queues again, at the back, with a new
-// lease, for as long as ctx allows. Its token, when it gets the lock, is
-// the new key's revision, above every token granted before.
 func (b *Backend) Acquire(ctx context.Context, req lockclient.Request) (lockclient.Grant, error) {
-	for {
-		g, err := b.acquireOnce(ctx, req)
-		if req.Wait && errors.Is(err, lockclient.ErrLost) && ctx.Err() == nil {
-			continue
-		}
-		return g, err
-	}
-}
-
-// acquireOnce is one pass of Acquire: one lease, one queue key.
-func (b *Backend) acquireOnce(ctx context.Context, req lockclient.Request) (lockclient.Grant, error) {
 	sent := time.Now()
 	var lg *clientv3.LeaseGrantResponse
 	err := retry(ctx, b.attemptTimeout(req.TTL), func(ctx context.Context) (err error) {

@@ -41,9 +41,8 @@
 // polling. Starting the watches at the revision after the read, not at a
 // past revision, lets etcd deliver the delete as it commits (about 2 ms on
 // loopback) instead of at its next sweep of unsynced watchers (about 50 ms,
-// concurrency.Mutex's hand-off). A waiter whose own key or lease is gone
-// before it holds the lock (an expired lease, a deleted key) queues again at
-// the back with a new lease, as long as its ctx allows; a waiter that gives up revokes its
+// concurrency.Mutex's hand-off). A waiter whose own key is deleted returns
+// an error wrapping lockclient.ErrLost; a waiter that gives up revokes its
 // lease, which deletes its key. Each time a waiter refreshes its lease (every
 // TTL/3) it also reads the queue again, so that a watch sitting on a frozen
 // member, which will never deliver the delete, delays a hand-off by one
