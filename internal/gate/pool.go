@@ -178,10 +178,27 @@ func poolUnsupported(n *pg_query.Node) string {
 			return "a temporary view"
 		}
 	case *pg_query.Node_CreateFunctionStmt:
-		if len(s.CreateFunctionStmt.Funcname) > 1 && isTempSchema(s.CreateFunctionStmt.Funcname[0].GetString_().GetSval()) {
+		if isTempName(s.CreateFunctionStmt.Funcname) {
 			return "a temporary function"
 		}
+	case *pg_query.Node_DefineStmt: // types, operators, aggregates, collations, text search
+		return tempObject(isTempName(s.DefineStmt.Defnames))
+	case *pg_query.Node_CreateDomainStmt:
+		return tempObject(isTempName(s.CreateDomainStmt.Domainname))
+	case *pg_query.Node_CreateEnumStmt:
+		return tempObject(isTempName(s.CreateEnumStmt.TypeName))
+	case *pg_query.Node_CreateRangeStmt:
+		return tempObject(isTempName(s.CreateRangeStmt.TypeName))
+	case *pg_query.Node_CompositeTypeStmt:
+		return tempObject(isTempRel(s.CompositeTypeStmt.Typevar))
+	case *pg_query.Node_CreateConversionStmt:
+		return tempObject(isTempName(s.CreateConversionStmt.ConversionName))
+	case *pg_query.Node_CreateStatsStmt:
+		return tempObject(isTempName(s.CreateStatsStmt.Defnames))
 	case *pg_query.Node_ExplainStmt:
+		if s.ExplainStmt.GetQuery().GetExecuteStmt() != nil {
+			return "EXECUTE of a prepared statement" // EXPLAIN evaluates its parameters
+		}
 		if hasOption(s.ExplainStmt.Options, "analyze") {
 			return poolUnsupported(s.ExplainStmt.Query)
 		}
@@ -230,6 +247,19 @@ func tempInto(into *pg_query.IntoClause) string {
 // TEMPORARY, or a name in pg_temp (or pg_temp_N).
 func isTempRel(rv *pg_query.RangeVar) bool {
 	return rv != nil && (rv.Relpersistence == "t" || isTempSchema(rv.Schemaname))
+}
+
+// isTempName reports whether a qualified name's schema is pg_temp (or
+// pg_temp_N).
+func isTempName(names []*pg_query.Node) bool {
+	return len(names) > 1 && isTempSchema(names[len(names)-2].GetString_().GetSval())
+}
+
+func tempObject(temp bool) string {
+	if temp {
+		return "a temporary object"
+	}
+	return ""
 }
 
 func isTempSchema(schema string) bool {

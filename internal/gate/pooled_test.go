@@ -218,3 +218,210 @@ func TestPooledRefusesSessionStateThePoolCannotKeep(t *testing.T) {
 		t.Fatalf("session mode: %s", got)
 	}
 }
+
+// Hostile clients: what a client may try to get a stale or foreign token
+// used, a session-level value onto the shared connection, or session state
+// past the pool.
+
+func TestPooledStartupTokenFollowsTheServersOrder(t *testing.T) {
+	// The server reads options first, then the parameters of their own.
+	for _, c := range []struct {
+		params map[string]string
+		want   Tracked
+	}{
+		{map[string]string{"lock.fencing_token": "1", "options": "-c lock.fencing_token=2"}, Tracked{Token: 1}},
+		{map[string]string{"lock.fencing_token": "5", "options": "-c lock.fencing_token="}, Tracked{Token: 5}},
+		{map[string]string{"lock.resource": "a", "options": "--lock.resource=b -c lock.fencing_token=3"}, Tracked{Token: 3, Resource: "a"}},
+		{map[string]string{"options": "-clock.fencing_token=3 -c lock.fencing_token=4"}, Tracked{Token: 4}},
+		{map[string]string{"options": "-c LOCK.Fencing-Token=3"}, Tracked{Token: 3}},
+		{map[string]string{"options": `-c lock.resource=a\ b`}, Tracked{Resource: "a b"}},
+	} {
+		for i := 0; i < 20; i++ { // map order varies between runs
+			tr, rest, err := PooledStartup(c.params)
+			if err != nil || tr != c.want || strings.Contains(rest["options"], "lock") {
+				t.Fatalf("%q: tracked %+v rest %q %v, want %+v", c.params, tr, rest, err, c.want)
+			}
+		}
+	}
+}
+
+func TestPooledStartupRefusesHiddenOrAmbiguousFencingSettings(t *testing.T) {
+	for _, p := range []map[string]string{
+		{"lock.fencing_token": "1", "LOCK.FENCING_TOKEN": "2"}, // which one the server reads last is the packet's order
+		{"lock.resource": "a", "Lock.Resource": "b"},
+		{"options": "-c lock.fencing_token"},                     // no value
+		{"options": "-ec lock.fencing_token=3"},                  // getopt's grouped switches
+		{"options": "--lock.resource"},                           // no value
+		{"options": "---lock.fencing_token=3"},                   // not the setting's name
+		{"options": "-c lock.fencing_token=0"},                   // not a token
+		{"options": "-c lock.fencing_token=-1"},                  // not a token
+		{"options": "-c lock.fencing_token=9223372036854775808"}, // overflow
+		{"lock.fencing_token": "1.5"},
+	} {
+		if _, _, err := PooledStartup(p); err == nil {
+			t.Errorf("%q accepted", p)
+		}
+	}
+}
+
+func TestPooledSessionSetOfAnyValueFormNeverReachesTheServer(t *testing.T) {
+	for _, sql := range []string{
+		`SET "LOCK"."FENCING_TOKEN" = 42`,
+		`SET "lock.fencing_token" = 42`,
+		`SET SESSION lock.fencing_token = '42'`,
+		`SET lock.fencing_token = 42;`,
+		`;SET lock.fencing_token = 42`,
+		`SET lock.fencing_token = 42 /* x */ ;; `,
+		`SET lock.resource = 'a''); SELECT 42; --'`,
+	} {
+		w := pooledWire(t, nil)
+		got := w.send(q(sql))
+		if strings.Contains(got, "42") || !strings.Contains(got, "TO DEFAULT") {
+			t.Errorf("%s: upstream %s", sql, got)
+		}
+	}
+}
+
+func TestPooledSessionSetOfABadValueIsRefusedAndKeepsNothing(t *testing.T) {
+	for _, c := range []struct{ sql, code string }{
+		{"SET lock.fencing_token = 0", "22023"},
+		{"SET lock.fencing_token = -3", "22023"},
+		{"SET lock.fencing_token = 99999999999999999999", "22023"},
+		{"SET lock.fencing_token = 1.5", "22023"},
+		{"SET lock.fencing_token = on", "22023"},
+		{"SET lock.fencing_token = 42, 43", "55Z05"}, // a list
+		{"SET lock.fencing_token FROM CURRENT", "55Z05"},
+		{"SET lock.fencing_token = 42; SET lock.fencing_token = 43", "55Z05"},
+		{"BEGIN; SET lock.fencing_token = 42; COMMIT", "55Z05"},
+		{"SET lock.fencing_token = 42; ROLLBACK", "55Z05"},
+		{`SET U&"lock"."fencing\005ftoken" = 42`, "0A000"},
+	} {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "7"})
+		if got := w.send(q(c.sql)); !strings.Contains(got, c.code) {
+			t.Errorf("%s: %s, want %s", c.sql, got, c.code)
+		}
+		w.replies("EZ", 'I')
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('7', ") {
+			t.Errorf("%s: the tracked token changed: %s", c.sql, got)
+		}
+	}
+}
+
+func TestPooledExtendedSessionSetSkippedAfterAnErrorKeepsTheOldToken(t *testing.T) {
+	// The Bind fails and the client flushes: the server skips the Execute.
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(parse("s1", "SET lock.fencing_token = 42"))
+	w.send(bind("", "s1"))
+	w.send(Msg{Type: 'H'})
+	w.replies("1E", 'I')
+	w.send(exec(""))
+	w.send(syncMsg())
+	w.replies("Z", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+		t.Fatalf("skipped SET kept: %s", got)
+	}
+	// The SET ran, a later message of its unit failed: rolled back.
+	w = pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(parse("", "SET lock.fencing_token = 42"))
+	w.send(bind("", ""))
+	w.send(exec(""))
+	w.send(parse("", "SELEC 1"))
+	w.send(syncMsg())
+	w.replies("12CEZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+		t.Fatalf("rolled-back SET kept: %s", got)
+	}
+}
+
+func TestPooledNamedSessionSetRunsAgainAndIsReprepared(t *testing.T) {
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	if got := w.send(parse("s1", "SET lock.fencing_token = 42")); strings.Contains(got, "42") {
+		t.Fatalf("Parse upstream %s", got)
+	}
+	for _, replies := range []string{"12CZ", "2CZ"} {
+		w.send(bind("", "s1"))
+		w.send(exec(""))
+		w.send(syncMsg())
+		w.replies(replies, 'I')
+	}
+	w.send(Msg{Type: 'C', Name: "s1"})
+	if got := w.send(parse("s1", "SET lock.fencing_token = 43")); strings.Contains(got, "43") {
+		t.Fatalf("re-Parse upstream %s", got)
+	}
+	w.send(syncMsg())
+	w.replies("31Z", 'I')
+	w.send(bind("", "s1"))
+	w.send(exec(""))
+	w.send(syncMsg())
+	w.replies("2CZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('43', ") {
+		t.Fatalf("re-prepared SET: %s", got)
+	}
+}
+
+func TestPooledUnitsPipelinedBehindASessionResetWait(t *testing.T) {
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(q("RESET lock.fencing_token"))
+	for _, m := range []Msg{q("UPDATE t SET v = 1"), parse("", "UPDATE t SET v = 1"), bind("", ""), exec(""), {Type: 'F'}} {
+		if got := w.send(m); got != "WAIT" {
+			t.Fatalf("%c behind an unanswered RESET: %s", m.Type, got)
+		}
+	}
+}
+
+func TestPooledTransactionLocalSettingsNeverReadTheConnections(t *testing.T) {
+	// What the transaction left or undid itself is the connection's
+	// value, maybe another client's: read only guarded.
+	for _, sql := range []string{
+		"BEGIN; SET LOCAL lock.fencing_token TO DEFAULT; UPDATE t SET v = 1",
+		"BEGIN; SAVEPOINT a; SET LOCAL lock.fencing_token = 5; ROLLBACK TO a; UPDATE t SET v = 1",
+		"BEGIN; SET LOCAL lock.fencing_token = 5; COMMIT; UPDATE t SET v = 1",
+	} {
+		w := pooledWire(t, map[string]string{"lock.resource": "r"})
+		if got := w.send(q(sql)); lastCheck(got) != "guarded" {
+			t.Errorf("%s: %s", sql, got)
+		}
+	}
+	w := pooledWire(t, map[string]string{"lock.resource": "r"})
+	w.send(q("BEGIN; SET LOCAL lock.fencing_token = 5"))
+	w.replies("CCZ", 'T')
+	w.send(q("COMMIT"))
+	w.replies("CZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); lastCheck(got) != "guarded" {
+		t.Fatalf("after COMMIT: %s", got)
+	}
+}
+
+func TestPooledRefusesEveryMemberOfThePoolUnsafeClass(t *testing.T) {
+	for _, sql := range []string{
+		"EXPLAIN EXECUTE p", "EXPLAIN (COSTS OFF) EXECUTE p(1)", "EXPLAIN ANALYZE EXECUTE p",
+		"EXPLAIN ANALYZE SELECT set_config('work_mem', '1', false)", "EXPLAIN ANALYZE SELECT 1 INTO TEMP x",
+		"EXPLAIN (ANALYZE) DECLARE c CURSOR WITH HOLD FOR SELECT 1",
+		"CREATE TYPE pg_temp.e AS ENUM ('a')", "CREATE TYPE pg_temp.c AS (a int)", "CREATE TYPE pg_temp.r AS RANGE (subtype = int4)",
+		"CREATE DOMAIN pg_temp.d AS int", "CREATE TYPE pg_temp.b", "CREATE OPERATOR pg_temp.=== (function = f, leftarg = int, rightarg = int)",
+		"CREATE AGGREGATE pg_temp.a (int) (sfunc = int4pl, stype = int)", "CREATE COLLATION pg_temp.c (locale = 'C')",
+		"CREATE CONVERSION pg_temp.c FOR 'LATIN1' TO 'UTF8' FROM iso8859_1_to_utf8",
+		"CREATE TABLE pg_temp_3.x (a int)", "CREATE TEMP TABLE x (a int) ON COMMIT DELETE ROWS",
+		"CREATE PROCEDURE pg_temp.p() LANGUAGE sql AS 'SELECT 1'", "CREATE OR REPLACE TEMP VIEW v AS SELECT 1",
+		"CREATE FUNCTION db.pg_temp.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+		"SELECT set_config('work_mem', is_local => false, new_value => 'true')",
+		"SELECT * FROM set_config('work_mem', '1', false)", `SELECT "set_config"('work_mem', '1', false)`,
+		"SELECT set_config(VARIADIC ARRAY['work_mem', '1'])",
+		"SELECT set_config(setting_name => 'work_mem', new_value => '1', is_local => false)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	for _, sql := range []string{"EXPLAIN SELECT 1", "CREATE TYPE e AS ENUM ('a')", "CREATE DOMAIN public.d AS int", `CREATE TYPE "PG_TEMP".e AS ENUM ('a')`} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); strings.Contains(got, "0A000") {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+	w := newWire(t, nil, false)
+	if got := w.send(q("EXPLAIN EXECUTE p")); got != "Q(EXPLAIN EXECUTE p)" {
+		t.Fatalf("session mode: %s", got)
+	}
+}

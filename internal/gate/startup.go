@@ -69,24 +69,40 @@ func PooledStartup(params map[string]string) (tracked Tracked, rest map[string]s
 		}
 		return nil
 	}
+	// The server reads options first, then the other parameters in the
+	// packet's order, which a map no longer has: a setting given by two
+	// parameters (names that differ in case) is refused.
 	for k, v := range params {
-		switch {
-		case fenceBit(k) != 0:
-			err = set(k, v)
-		case strings.EqualFold(k, "options"):
+		if strings.EqualFold(k, "options") {
 			var opts string
-			opts, err = pooledOptions(v, set)
+			if opts, err = pooledOptions(v, set); err != nil {
+				return Tracked{}, nil, err
+			}
 			if opts != "" {
 				rest[k] = opts
 			}
-		default:
-			rest[k] = v
 		}
-		if err != nil {
-			return Tracked{}, nil, err
+	}
+	var given uint8
+	for k, v := range params {
+		switch b := fenceBit(k); {
+		case b&given != 0:
+			return Tracked{}, nil, refStartupTwice
+		case b != 0:
+			given |= b
+			if err = set(k, v); err != nil {
+				return Tracked{}, nil, err
+			}
+		case !strings.EqualFold(k, "options"):
+			rest[k] = v
 		}
 	}
 	return tracked, rest, nil
+}
+
+var refStartupTwice = &StartupError{
+	Message: "fenceproxy: lock.fencing_token or lock.resource is given twice in the startup parameters",
+	Hint:    "Give each once.",
 }
 
 // pooledOptions takes the fencing settings out of a startup options
