@@ -168,7 +168,12 @@ func poolUnsupported(n *pg_query.Node) string {
 		}
 		return tempInto(s.CreateTableAsStmt.Into)
 	case *pg_query.Node_SelectStmt:
-		return tempInto(s.SelectStmt.IntoClause)
+		// In a set operation the INTO is the leftmost SELECT's.
+		for sel := s.SelectStmt; sel != nil; sel = sel.Larg {
+			if r := tempInto(sel.IntoClause); r != "" {
+				return r
+			}
+		}
 	case *pg_query.Node_CreateSeqStmt:
 		if isTempRel(s.CreateSeqStmt.Sequence) {
 			return "a temporary sequence"
@@ -215,6 +220,13 @@ func poolUnsupported(n *pg_query.Node) string {
 // that another client could read: no session-level value of those is ever
 // set through the pool), and the fencing settings (see poolSet), pass.
 func poolSetting(v *pg_query.VariableSetStmt) string {
+	if v.IsLocal && equalFoldASCII(v.Name, "search_path") && v.Kind == pg_query.VariableSetKind_VAR_SET_VALUE {
+		for _, a := range v.Args {
+			if val, ok := setValue(a); !ok || containsFold(val, "pg_temp") {
+				return refTempPath
+			}
+		}
+	}
 	if v.IsLocal || fenceBit(v.Name) != 0 {
 		return ""
 	}
@@ -235,6 +247,11 @@ func poolSetting(v *pg_query.VariableSetStmt) string {
 	}
 	return ""
 }
+
+// refTempPath names a search_path that may put pg_temp first: an
+// unqualified CREATE then makes a temporary object, which outlives the
+// transaction.
+const refTempPath = "a search_path with pg_temp"
 
 func tempInto(into *pg_query.IntoClause) string {
 	if into != nil && isTempRel(into.Rel) && into.OnCommit != pg_query.OnCommitAction_ONCOMMIT_DROP {
@@ -271,6 +288,14 @@ func isTempSchema(schema string) bool {
 // is_local is not a constant true, and its name is not a constant naming
 // a reported setting (the fencing settings are judged as FenceSession).
 func (w *walker) poolSetConfig(n *pg_query.FuncCall) {
+	if len(n.Args) > 1 {
+		if name, ok := constString(n.Args[0]); ok && equalFoldASCII(name, "search_path") {
+			if v, ok := constString(n.Args[1]); !ok || containsFold(v, "pg_temp") {
+				w.poolUnsafe = refTempPath
+				return
+			}
+		}
+	}
 	if len(n.Args) == 3 && constTrue(n.Args[2]) {
 		return
 	}

@@ -268,6 +268,8 @@ func TestPooledSessionSetOfAnyValueFormNeverReachesTheServer(t *testing.T) {
 	for _, sql := range []string{
 		`SET "LOCK"."FENCING_TOKEN" = 42`,
 		`SET "lock.fencing_token" = 42`,
+		`SET U&"lock".U&"fencing\005ftoken" = 42`,
+		`SET lock.fencing_token = U&'\0034\0032'`,
 		`SET SESSION lock.fencing_token = '42'`,
 		`SET lock.fencing_token = 42;`,
 		`;SET lock.fencing_token = 42`,
@@ -422,6 +424,38 @@ func TestPooledRefusesEveryMemberOfThePoolUnsafeClass(t *testing.T) {
 	}
 	w := newWire(t, nil, false)
 	if got := w.send(q("EXPLAIN EXECUTE p")); got != "Q(EXPLAIN EXECUTE p)" {
+		t.Fatalf("session mode: %s", got)
+	}
+}
+
+func TestPooledRefusesTemporaryObjectsByAnyRoute(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT 1 INTO TEMP x UNION SELECT 2", // the leftmost SELECT's INTO
+		"SELECT 1 INTO TEMP x UNION ALL SELECT 2 EXCEPT SELECT 3",
+		"(SELECT 1 INTO TEMP x)", "WITH a AS (SELECT 1) SELECT * INTO TEMP x FROM a",
+		// pg_temp first in search_path: an unqualified CREATE makes a temporary object.
+		"BEGIN; SET LOCAL search_path = pg_temp; CREATE TABLE x (a int); COMMIT",
+		"SET LOCAL search_path = public, pg_temp_3",
+		"BEGIN; SELECT set_config('search_path', 'pg_temp', true); CREATE TABLE x (a int); COMMIT",
+		"SELECT set_config('search_path', current_user, true)", // a value that is not a constant
+		"SELECT set_config('SEARCH_PATH', 'x, PG_TEMP', true)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") || !strings.Contains(got, "transaction pool mode") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	for _, sql := range []string{
+		"SELECT 1 UNION SELECT 2", "SET LOCAL search_path = public, \"$user\"", "SET LOCAL search_path TO DEFAULT",
+		"SELECT set_config('search_path', 'public', true)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); strings.Contains(got, "0A000") {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+	w := newWire(t, nil, false)
+	if got := w.send(q("SET LOCAL search_path = pg_temp")); got != "Q(SET LOCAL search_path = pg_temp)" {
 		t.Fatalf("session mode: %s", got)
 	}
 }
