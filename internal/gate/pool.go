@@ -49,7 +49,7 @@ func isReported(name string) bool {
 // keeps in Tracked instead of on the server connection.
 type poolSet struct {
 	bits  uint8  // the settings it changes (fenceToken, fenceResource)
-	reset bool   // it sets them back to nothing; else to value
+	reset bool   // it sets them back to their startup values; else to value
 	value string // SET to a value: the value
 	name  string // the name as written, for the replacement
 	err   error  // the value is not a valid token
@@ -395,16 +395,17 @@ func (s *Session) poolParseText(sql string) string {
 }
 
 // applyPoolSet keeps what a unit's accepted poolSet set, once the server
-// answered the unit without an error.
+// answered the unit without an error. A reset goes back to the startup
+// value, as the server's RESET does (a startup setting is its reset value).
 func (s *Session) applyPoolSet(p *poolSet) {
 	if p.bits&fenceToken != 0 {
-		s.tracked.Token = 0
-		if !p.reset && p.value != "" {
-			s.tracked.Token, _ = ParseToken(p.value)
+		s.tracked.Token = s.startup.Token
+		if !p.reset {
+			s.tracked.Token, _ = ParseToken(p.value) // 0 for ""
 		}
 	}
 	if p.bits&fenceResource != 0 {
-		s.tracked.Resource = ""
+		s.tracked.Resource = s.startup.Resource
 		if !p.reset {
 			s.tracked.Resource = p.value
 		}

@@ -81,7 +81,9 @@ func TestPooledStartupTokenIsTrackedAndStripped(t *testing.T) {
 
 func TestPooledResetClearsTheTrackedToken(t *testing.T) {
 	for _, sql := range []string{"RESET lock.fencing_token", "SET lock.fencing_token TO DEFAULT", "RESET ALL"} {
-		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+		w := pooledWire(t, nil)
+		w.send(q("SET lock.fencing_token = 42"))
+		w.replies("CZ", 'I')
 		if got := w.send(q(sql)); got != "Q("+sql+")" {
 			t.Fatalf("%s: upstream %s", sql, got)
 		}
@@ -457,5 +459,27 @@ func TestPooledRefusesTemporaryObjectsByAnyRoute(t *testing.T) {
 	w := newWire(t, nil, false)
 	if got := w.send(q("SET LOCAL search_path = pg_temp")); got != "Q(SET LOCAL search_path = pg_temp)" {
 		t.Fatalf("session mode: %s", got)
+	}
+}
+
+func TestPooledResetGoesBackToTheStartupValueAsTheServersDoes(t *testing.T) {
+	// PostgreSQL's RESET (and SET … TO DEFAULT) returns a setting the
+	// startup packet gave to that value: dropping the token instead would
+	// let the client's writes run unfenced.
+	for _, sql := range []string{"RESET lock.fencing_token", "SET lock.fencing_token TO DEFAULT", "RESET ALL"} {
+		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=r"})
+		w.send(q("SET lock.fencing_token = 50"))
+		w.replies("CZ", 'I')
+		w.send(q("SET lock.resource = s"))
+		w.replies("CZ", 'I')
+		w.send(q(sql))
+		w.replies("CZ", 'I')
+		want := "CALL fence.check('42', 's'"
+		if sql == "RESET ALL" {
+			want = "CALL fence.check('42', 'r'"
+		}
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, want) {
+			t.Errorf("%s: %s, want %s", sql, got, want)
+		}
 	}
 }
