@@ -307,6 +307,19 @@ func (w *walker) poolSetConfig(n *pg_query.FuncCall) {
 	w.poolUnsafe = "set_config of a setting for the session"
 }
 
+// isSessionLockFunc reports whether name is a function that takes or
+// releases an advisory lock held by the session (not the _xact_ ones,
+// which the transaction holds): the lock would stay with the server
+// connection, for another client.
+func isSessionLockFunc(name string) bool {
+	switch strings.ToLower(name) {
+	case "pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock", "pg_try_advisory_lock_shared",
+		"pg_advisory_unlock", "pg_advisory_unlock_shared", "pg_advisory_unlock_all":
+		return true
+	}
+	return false
+}
+
 // refPoolUnsupported refuses what (a statement, or what it does) that
 // needs session state a transaction pool cannot keep per client.
 func refPoolUnsupported(what string) refusal {

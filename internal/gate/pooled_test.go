@@ -483,3 +483,26 @@ func TestPooledResetGoesBackToTheStartupValueAsTheServersDoes(t *testing.T) {
 		}
 	}
 }
+
+func TestPooledRefusesSessionLevelAdvisoryLocks(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT pg_advisory_lock(1)", "SELECT pg_catalog.PG_TRY_ADVISORY_LOCK(1, 2)", "SELECT pg_advisory_lock_shared(1)",
+		"SELECT pg_advisory_unlock(1)", "SELECT pg_advisory_unlock_all()", "SELECT * FROM t WHERE pg_try_advisory_lock_shared(id)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	for _, sql := range []string{"SELECT pg_advisory_xact_lock(1)", "SELECT pg_try_advisory_xact_lock_shared(1)",
+		"CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_lock(1)'"} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); strings.Contains(got, "0A000") {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+	w := newWire(t, nil, false)
+	if got := w.send(q("SELECT pg_advisory_lock(1)")); got != "Q(SELECT pg_advisory_lock(1))" {
+		t.Fatalf("session mode: %s", got)
+	}
+}
