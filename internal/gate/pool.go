@@ -116,7 +116,8 @@ func classifyPoolSet(v *pg_query.VariableSetStmt) *poolSet {
 }
 
 // setValue returns the text a SET's constant argument sets: a string, an
-// integer or a bare word, as the server stores it for a placeholder.
+// integer or a bare word, as the server stores it for a placeholder; not
+// a long literal that a large text's parse shortened.
 func setValue(n *pg_query.Node) (string, bool) {
 	c := n.GetAConst()
 	if c == nil || c.Isnull {
@@ -124,7 +125,7 @@ func setValue(n *pg_query.Node) (string, bool) {
 	}
 	switch {
 	case c.GetSval() != nil:
-		return c.GetSval().Sval, true
+		return c.GetSval().Sval, !maybeShortened(c.GetSval().Sval) // see shortLiteral
 	case c.GetIval() != nil:
 		return strconv.FormatInt(int64(c.GetIval().Ival), 10), true
 	case c.GetFval() != nil:
@@ -290,7 +291,7 @@ func isTempSchema(schema string) bool {
 func (w *walker) poolSetConfig(n *pg_query.FuncCall) {
 	if len(n.Args) > 1 {
 		if name, ok := constString(n.Args[0]); ok && equalFoldASCII(name, "search_path") {
-			if v, ok := constString(n.Args[1]); !ok || containsFold(v, "pg_temp") {
+			if v, ok := constString(n.Args[1]); !ok || containsFold(v, "pg_temp") || maybeShortened(v) {
 				w.poolUnsafe = refTempPath
 				return
 			}

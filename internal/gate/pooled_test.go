@@ -506,3 +506,28 @@ func TestPooledRefusesSessionLevelAdvisoryLocks(t *testing.T) {
 		t.Fatalf("session mode: %s", got)
 	}
 }
+
+func TestPooledLongLiteralInALargeTextIsNeverTrackedOrTrusted(t *testing.T) {
+	// A text over 16 KiB is parsed with long literals shortened (reduce.go):
+	// the shortened stand-in must not become the tracked resource, nor pass
+	// for a search_path without pg_temp.
+	long := strings.Repeat("r", 300)
+	pad := " /* " + strings.Repeat("p", 17000) + " */"
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5", "lock.resource": "r"})
+	if got := w.send(q("SET lock.resource = '" + long + "'" + pad)); !strings.Contains(got, "55Z05") {
+		t.Fatalf("long resource: %.200s", got)
+	}
+	w.replies("EZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', 'r'") {
+		t.Fatalf("after: %.200s", got)
+	}
+	for _, sql := range []string{
+		"SET LOCAL search_path = '" + long + ", pg_temp'" + pad,
+		"SELECT set_config('search_path', '" + long + ", pg_temp', true)" + pad,
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
+			t.Errorf("%.60s: not refused: %.200s", sql, got)
+		}
+	}
+}
