@@ -242,7 +242,7 @@ func poolSetting(v *pg_query.VariableSetStmt) string {
 			return "SET of " + v.Name + " for the session"
 		}
 	case pg_query.VariableSetKind_VAR_SET_MULTI:
-		if v.Name != "TRANSACTION" {
+		if v.Name != "TRANSACTION" && v.Name != "TRANSACTION SNAPSHOT" { // SET TRANSACTION …: this transaction only
 			return "SET SESSION CHARACTERISTICS"
 		}
 	}

@@ -200,6 +200,7 @@ func TestPooledRefusesSessionStateThePoolCannotKeep(t *testing.T) {
 		"SET LOCAL work_mem = '1MB'", "SET application_name = 'a'", "SET TIME ZONE 'UTC'", "SET NAMES 'UTF8'",
 		"SET DateStyle = ISO", "RESET work_mem", "UNLISTEN *", "SELECT set_config('work_mem', '1MB', true)",
 		"BEGIN; CREATE TEMP TABLE x (a int) ON COMMIT DROP; COMMIT", "DECLARE c CURSOR FOR SELECT 1", "SET TRANSACTION READ ONLY",
+		"BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '00000003-0000001B-1'",
 	}
 	for _, sql := range allowed {
 		w := pooledWire(t, nil)
