@@ -50,9 +50,12 @@ func CheckStartup(cfg *Config, params map[string]string) error {
 // lock.resource, as parameters of their own or as -c name=value and
 // --name=value in options), which the session tracks, and the rest, which
 // pgwire sends to the server in their place: no fencing value reaches a
-// shared server connection. The token is validated as ParseToken does. A
-// mention of "lock." in options that is not such a setting is refused
-// (*StartupError), as is an invalid token (*TokenError).
+// shared server connection. The token is validated as ParseToken does. As
+// the server does, options are read first, then the parameters of their
+// own, which win. A mention of "lock." in options that is not such a
+// setting is refused (*StartupError), as is a setting given by two
+// parameters (the packet's order is lost) and an invalid token
+// (*TokenError).
 func PooledStartup(params map[string]string) (tracked Tracked, rest map[string]string, err error) {
 	rest = make(map[string]string, len(params))
 	set := func(name, value string) error {
