@@ -532,3 +532,20 @@ func TestPooledLongLiteralInALargeTextIsNeverTrackedOrTrusted(t *testing.T) {
 		}
 	}
 }
+
+func TestPooledErrorBetweenMessagesUndoesTheOpenUnitsSessionSet(t *testing.T) {
+	// An error the server sends on its own (statement_timeout between
+	// messages) aborts the open implicit transaction, the SET in it too.
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(parse("", "SET lock.fencing_token = 42"))
+	w.send(bind("", ""))
+	w.send(exec(""))
+	w.send(Msg{Type: 'H'})
+	w.replies("12C", 'I')
+	w.replies("E{57014}", 'I')
+	w.send(syncMsg())
+	w.replies("Z", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+		t.Fatalf("rolled-back SET kept: %s", got)
+	}
+}
