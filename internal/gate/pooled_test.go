@@ -549,3 +549,41 @@ func TestPooledErrorBetweenMessagesUndoesTheOpenUnitsSessionSet(t *testing.T) {
 		t.Fatalf("rolled-back SET kept: %s", got)
 	}
 }
+
+func TestPooledSessionSetUnderRiskyLexingIsRefusedOrReplacedWhole(t *testing.T) {
+	// standard_conforming_strings off: the server may end a string where
+	// the parser did not, and run a SET the gate did not see.
+	for _, sql := range []string{
+		`SELECT 'a\' , ' ; SET lock.fencing_token = 42; --'`,
+		`SET lock.resource = 'a\' , ' ; SET lock.fencing_token = 42; --'`,
+		`SET lock.fencing_token = E'4\062'`,
+	} {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+		w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") || strings.Contains(got, "TO DEFAULT") {
+			t.Errorf("%s: %s", sql, got)
+		}
+		w.replies("EZ", 'I')
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+			t.Errorf("%s: tracked changed: %s", sql, got)
+		}
+	}
+	w := pooledWire(t, nil)
+	w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+	if got := w.send(q("SET lock.fencing_token = 42")); got != `Q(SET "lock"."fencing_token" TO DEFAULT)` {
+		t.Fatalf("plain SET under standard_conforming_strings off: %s", got)
+	}
+	// A multibyte encoding whose characters may hold a quote's or a
+	// backslash's byte.
+	w = pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "SJIS"})
+	if got := w.send(q("SET lock.resource = '\x95\x5c'")); !strings.Contains(got, "0A000") {
+		t.Fatalf("SJIS: %s", got)
+	}
+	// A resource with a backslash, later read under standard_conforming_strings off.
+	w = pooledWire(t, map[string]string{"lock.resource": `a\' || pg_sleep(1) || '`, "lock.fencing_token": "5"})
+	w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, `CALL fence.check('5', $q$a\' || pg_sleep(1) || '$q$`) {
+		t.Fatalf("resource literal: %s", got)
+	}
+}
