@@ -587,3 +587,23 @@ func TestPooledSessionSetUnderRiskyLexingIsRefusedOrReplacedWhole(t *testing.T) 
 		t.Fatalf("resource literal: %s", got)
 	}
 }
+
+func TestPooledFastPathCallIsOpaqueCode(t *testing.T) {
+	// A FunctionCall names its function by OID, which the gate does not
+	// see (set_config's among them): with a tracked token it is refused
+	// outside a checked transaction; without one it runs as opaque code,
+	// probed after, and what it left on the connection is never read.
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	if got := w.send(Msg{Type: 'F'}); !strings.Contains(got, "0A000") {
+		t.Fatalf("with a tracked token: %s", got)
+	}
+	w = pooledWire(t, nil)
+	if got := w.send(Msg{Type: 'F'}); !strings.Contains(got, "~probe") {
+		t.Fatalf("without: %s", got)
+	}
+	w.replies("VZ", 'I')
+	w.replies("3123DC3Z", 'I') // the probe: a value on the connection
+	if got := w.send(q("UPDATE t SET v = 1")); lastCheck(got) != "guarded" {
+		t.Fatalf("after: %s", got)
+	}
+}
