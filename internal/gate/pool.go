@@ -201,6 +201,10 @@ func poolUnsupported(n *pg_query.Node) string {
 		return tempObject(isTempName(s.CreateConversionStmt.ConversionName))
 	case *pg_query.Node_CreateStatsStmt:
 		return tempObject(isTempName(s.CreateStatsStmt.Defnames))
+	case *pg_query.Node_CreateOpClassStmt:
+		return tempObject(isTempName(s.CreateOpClassStmt.Opclassname))
+	case *pg_query.Node_CreateOpFamilyStmt:
+		return tempObject(isTempName(s.CreateOpFamilyStmt.Opfamilyname))
 	case *pg_query.Node_ExplainStmt:
 		if s.ExplainStmt.GetQuery().GetExecuteStmt() != nil {
 			return "EXECUTE of a prepared statement" // EXPLAIN evaluates its parameters

@@ -406,6 +406,8 @@ func TestPooledRefusesEveryMemberOfThePoolUnsafeClass(t *testing.T) {
 		"CREATE DOMAIN pg_temp.d AS int", "CREATE TYPE pg_temp.b", "CREATE OPERATOR pg_temp.=== (function = f, leftarg = int, rightarg = int)",
 		"CREATE AGGREGATE pg_temp.a (int) (sfunc = int4pl, stype = int)", "CREATE COLLATION pg_temp.c (locale = 'C')",
 		"CREATE CONVERSION pg_temp.c FOR 'LATIN1' TO 'UTF8' FROM iso8859_1_to_utf8",
+		"CREATE OPERATOR FAMILY pg_temp.f USING btree", "CREATE OPERATOR CLASS pg_temp.c FOR TYPE int USING btree AS OPERATOR 1 <",
+		"CREATE TEXT SEARCH CONFIGURATION pg_temp.c (COPY = simple)", "CREATE STATISTICS pg_temp.s ON a, b FROM t",
 		"CREATE TABLE pg_temp_3.x (a int)", "CREATE TEMP TABLE x (a int) ON COMMIT DELETE ROWS",
 		"CREATE PROCEDURE pg_temp.p() LANGUAGE sql AS 'SELECT 1'", "CREATE OR REPLACE TEMP VIEW v AS SELECT 1",
 		"CREATE FUNCTION db.pg_temp.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
