@@ -609,3 +609,20 @@ func TestPooledFastPathCallIsOpaqueCode(t *testing.T) {
 		t.Fatalf("after: %s", got)
 	}
 }
+
+func TestPooledNamedSessionSetAfterOpaqueCodeIsRefused(t *testing.T) {
+	// After opaque code the proxy no longer trusts what a name runs; run
+	// as opaque code, the server's SET … TO DEFAULT would answer "SET"
+	// while the tracked token stays unset: the client's writes unfenced.
+	w := pooledWire(t, nil)
+	w.send(parse("s1", "SET lock.fencing_token = 42"))
+	w.send(syncMsg())
+	w.replies("1Z", 'I')
+	w.send(Msg{Type: 'F'})
+	w.replies("VZ", 'I')
+	w.replies("3123C3Z", 'I') // the probe after it
+	w.send(bind("", "s1"))
+	if got := w.send(exec("")); !strings.Contains(got, "~raise") {
+		t.Fatalf("opaque re-run of a session SET: %s", got)
+	}
+}
