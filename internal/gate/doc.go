@@ -70,7 +70,8 @@
 // "Transaction pooling") a check reads only settings its own transaction
 // set, the client's session-level token and resource are kept by the
 // session ([Tracked]: startup options, a SET alone in its unit, confirmed
-// by the server) and passed to the check as values, and what needs session
+// by the server; RESET goes back to the startup value, as the server's
+// does) and passed to the check as values, and what needs session
 // state a pool cannot keep per client is refused with 0A000.
 //
 // Statement analysis is the pure bottom layer: [Analyze] parses a Query

@@ -168,6 +168,12 @@ func (s *Session) execute(portal string) Decision {
 	if !found || p.unknown {
 		return s.executeUnknown(portal, found)
 	}
+	if s.cfg.Pooled && p.opaque && s.poolParseText(p.text) != "" {
+		// A session SET of lock.* whose statement code the proxy could not
+		// see may have changed since: run as opaque code, it would leave
+		// the tracked settings as they are while the client reads "SET".
+		return s.refuseExtended(refPoolSession)
+	}
 	s.extended() // before resolve: a text it cannot analyse marks the open unit
 	known, an := s.resolve(p)
 	if an.wait || an.a != nil && s.mustWait(an.a) {

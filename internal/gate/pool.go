@@ -49,7 +49,7 @@ func isReported(name string) bool {
 // keeps in Tracked instead of on the server connection.
 type poolSet struct {
 	bits  uint8  // the settings it changes (fenceToken, fenceResource)
-	reset bool   // it sets them back to nothing; else to value
+	reset bool   // it sets them back to their startup values; else to value
 	value string // SET to a value: the value
 	name  string // the name as written, for the replacement
 	err   error  // the value is not a valid token
@@ -116,7 +116,8 @@ func classifyPoolSet(v *pg_query.VariableSetStmt) *poolSet {
 }
 
 // setValue returns the text a SET's constant argument sets: a string, an
-// integer or a bare word, as the server stores it for a placeholder.
+// integer or a bare word, as the server stores it for a placeholder; not
+// a long literal that a large text's parse shortened.
 func setValue(n *pg_query.Node) (string, bool) {
 	c := n.GetAConst()
 	if c == nil || c.Isnull {
@@ -124,7 +125,7 @@ func setValue(n *pg_query.Node) (string, bool) {
 	}
 	switch {
 	case c.GetSval() != nil:
-		return c.GetSval().Sval, true
+		return c.GetSval().Sval, !maybeShortened(c.GetSval().Sval) // see shortLiteral
 	case c.GetIval() != nil:
 		return strconv.FormatInt(int64(c.GetIval().Ival), 10), true
 	case c.GetFval() != nil:
@@ -168,7 +169,12 @@ func poolUnsupported(n *pg_query.Node) string {
 		}
 		return tempInto(s.CreateTableAsStmt.Into)
 	case *pg_query.Node_SelectStmt:
-		return tempInto(s.SelectStmt.IntoClause)
+		// In a set operation the INTO is the leftmost SELECT's.
+		for sel := s.SelectStmt; sel != nil; sel = sel.Larg {
+			if r := tempInto(sel.IntoClause); r != "" {
+				return r
+			}
+		}
 	case *pg_query.Node_CreateSeqStmt:
 		if isTempRel(s.CreateSeqStmt.Sequence) {
 			return "a temporary sequence"
@@ -178,10 +184,31 @@ func poolUnsupported(n *pg_query.Node) string {
 			return "a temporary view"
 		}
 	case *pg_query.Node_CreateFunctionStmt:
-		if len(s.CreateFunctionStmt.Funcname) > 1 && isTempSchema(s.CreateFunctionStmt.Funcname[0].GetString_().GetSval()) {
+		if isTempName(s.CreateFunctionStmt.Funcname) {
 			return "a temporary function"
 		}
+	case *pg_query.Node_DefineStmt: // types, operators, aggregates, collations, text search
+		return tempObject(isTempName(s.DefineStmt.Defnames))
+	case *pg_query.Node_CreateDomainStmt:
+		return tempObject(isTempName(s.CreateDomainStmt.Domainname))
+	case *pg_query.Node_CreateEnumStmt:
+		return tempObject(isTempName(s.CreateEnumStmt.TypeName))
+	case *pg_query.Node_CreateRangeStmt:
+		return tempObject(isTempName(s.CreateRangeStmt.TypeName))
+	case *pg_query.Node_CompositeTypeStmt:
+		return tempObject(isTempRel(s.CompositeTypeStmt.Typevar))
+	case *pg_query.Node_CreateConversionStmt:
+		return tempObject(isTempName(s.CreateConversionStmt.ConversionName))
+	case *pg_query.Node_CreateStatsStmt:
+		return tempObject(isTempName(s.CreateStatsStmt.Defnames))
+	case *pg_query.Node_CreateOpClassStmt:
+		return tempObject(isTempName(s.CreateOpClassStmt.Opclassname))
+	case *pg_query.Node_CreateOpFamilyStmt:
+		return tempObject(isTempName(s.CreateOpFamilyStmt.Opfamilyname))
 	case *pg_query.Node_ExplainStmt:
+		if s.ExplainStmt.GetQuery().GetExecuteStmt() != nil {
+			return "EXECUTE of a prepared statement" // EXPLAIN evaluates its parameters
+		}
 		if hasOption(s.ExplainStmt.Options, "analyze") {
 			return poolUnsupported(s.ExplainStmt.Query)
 		}
@@ -198,6 +225,13 @@ func poolUnsupported(n *pg_query.Node) string {
 // that another client could read: no session-level value of those is ever
 // set through the pool), and the fencing settings (see poolSet), pass.
 func poolSetting(v *pg_query.VariableSetStmt) string {
+	if v.IsLocal && equalFoldASCII(v.Name, "search_path") && v.Kind == pg_query.VariableSetKind_VAR_SET_VALUE {
+		for _, a := range v.Args {
+			if val, ok := setValue(a); !ok || containsFold(val, "pg_temp") {
+				return refTempPath
+			}
+		}
+	}
 	if v.IsLocal || fenceBit(v.Name) != 0 {
 		return ""
 	}
@@ -212,12 +246,17 @@ func poolSetting(v *pg_query.VariableSetStmt) string {
 			return "SET of " + v.Name + " for the session"
 		}
 	case pg_query.VariableSetKind_VAR_SET_MULTI:
-		if v.Name != "TRANSACTION" {
+		if v.Name != "TRANSACTION" && v.Name != "TRANSACTION SNAPSHOT" { // SET TRANSACTION …: this transaction only
 			return "SET SESSION CHARACTERISTICS"
 		}
 	}
 	return ""
 }
+
+// refTempPath names a search_path that may put pg_temp first: an
+// unqualified CREATE then makes a temporary object, which outlives the
+// transaction.
+const refTempPath = "a search_path with pg_temp"
 
 func tempInto(into *pg_query.IntoClause) string {
 	if into != nil && isTempRel(into.Rel) && into.OnCommit != pg_query.OnCommitAction_ONCOMMIT_DROP {
@@ -232,6 +271,19 @@ func isTempRel(rv *pg_query.RangeVar) bool {
 	return rv != nil && (rv.Relpersistence == "t" || isTempSchema(rv.Schemaname))
 }
 
+// isTempName reports whether a qualified name's schema is pg_temp (or
+// pg_temp_N).
+func isTempName(names []*pg_query.Node) bool {
+	return len(names) > 1 && isTempSchema(names[len(names)-2].GetString_().GetSval())
+}
+
+func tempObject(temp bool) string {
+	if temp {
+		return "a temporary object"
+	}
+	return ""
+}
+
 func isTempSchema(schema string) bool {
 	return strings.HasPrefix(schema, "pg_temp")
 }
@@ -241,6 +293,14 @@ func isTempSchema(schema string) bool {
 // is_local is not a constant true, and its name is not a constant naming
 // a reported setting (the fencing settings are judged as FenceSession).
 func (w *walker) poolSetConfig(n *pg_query.FuncCall) {
+	if len(n.Args) > 1 {
+		if name, ok := constString(n.Args[0]); ok && equalFoldASCII(name, "search_path") {
+			if v, ok := constString(n.Args[1]); !ok || containsFold(v, "pg_temp") || maybeShortened(v) {
+				w.poolUnsafe = refTempPath
+				return
+			}
+		}
+	}
 	if len(n.Args) == 3 && constTrue(n.Args[2]) {
 		return
 	}
@@ -250,6 +310,19 @@ func (w *walker) poolSetConfig(n *pg_query.FuncCall) {
 		}
 	}
 	w.poolUnsafe = "set_config of a setting for the session"
+}
+
+// isSessionLockFunc reports whether name is a function that takes or
+// releases an advisory lock held by the session (not the _xact_ ones,
+// which the transaction holds): the lock would stay with the server
+// connection, for another client.
+func isSessionLockFunc(name string) bool {
+	switch strings.ToLower(name) {
+	case "pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock", "pg_try_advisory_lock_shared",
+		"pg_advisory_unlock", "pg_advisory_unlock_shared", "pg_advisory_unlock_all":
+		return true
+	}
+	return false
 }
 
 // refPoolUnsupported refuses what (a statement, or what it does) that
@@ -340,16 +413,17 @@ func (s *Session) poolParseText(sql string) string {
 }
 
 // applyPoolSet keeps what a unit's accepted poolSet set, once the server
-// answered the unit without an error.
+// answered the unit without an error. A reset goes back to the startup
+// value, as the server's RESET does (a startup setting is its reset value).
 func (s *Session) applyPoolSet(p *poolSet) {
 	if p.bits&fenceToken != 0 {
-		s.tracked.Token = 0
-		if !p.reset && p.value != "" {
-			s.tracked.Token, _ = ParseToken(p.value)
+		s.tracked.Token = s.startup.Token
+		if !p.reset {
+			s.tracked.Token, _ = ParseToken(p.value) // 0 for ""
 		}
 	}
 	if p.bits&fenceResource != 0 {
-		s.tracked.Resource = ""
+		s.tracked.Resource = s.startup.Resource
 		if !p.reset {
 			s.tracked.Resource = p.value
 		}

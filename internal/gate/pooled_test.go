@@ -81,7 +81,9 @@ func TestPooledStartupTokenIsTrackedAndStripped(t *testing.T) {
 
 func TestPooledResetClearsTheTrackedToken(t *testing.T) {
 	for _, sql := range []string{"RESET lock.fencing_token", "SET lock.fencing_token TO DEFAULT", "RESET ALL"} {
-		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+		w := pooledWire(t, nil)
+		w.send(q("SET lock.fencing_token = 42"))
+		w.replies("CZ", 'I')
 		if got := w.send(q(sql)); got != "Q("+sql+")" {
 			t.Fatalf("%s: upstream %s", sql, got)
 		}
@@ -198,6 +200,7 @@ func TestPooledRefusesSessionStateThePoolCannotKeep(t *testing.T) {
 		"SET LOCAL work_mem = '1MB'", "SET application_name = 'a'", "SET TIME ZONE 'UTC'", "SET NAMES 'UTF8'",
 		"SET DateStyle = ISO", "RESET work_mem", "UNLISTEN *", "SELECT set_config('work_mem', '1MB', true)",
 		"BEGIN; CREATE TEMP TABLE x (a int) ON COMMIT DROP; COMMIT", "DECLARE c CURSOR FOR SELECT 1", "SET TRANSACTION READ ONLY",
+		"BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '00000003-0000001B-1'",
 	}
 	for _, sql := range allowed {
 		w := pooledWire(t, nil)
@@ -216,5 +219,410 @@ func TestPooledRefusesSessionStateThePoolCannotKeep(t *testing.T) {
 	w = newWire(t, nil, false)
 	if got := w.send(q("LISTEN ch")); got != "Q(LISTEN ch)" {
 		t.Fatalf("session mode: %s", got)
+	}
+}
+
+// Hostile clients: what a client may try to get a stale or foreign token
+// used, a session-level value onto the shared connection, or session state
+// past the pool.
+
+func TestPooledStartupTokenFollowsTheServersOrder(t *testing.T) {
+	// The server reads options first, then the parameters of their own.
+	for _, c := range []struct {
+		params map[string]string
+		want   Tracked
+	}{
+		{map[string]string{"lock.fencing_token": "1", "options": "-c lock.fencing_token=2"}, Tracked{Token: 1}},
+		{map[string]string{"lock.fencing_token": "5", "options": "-c lock.fencing_token="}, Tracked{Token: 5}},
+		{map[string]string{"lock.resource": "a", "options": "--lock.resource=b -c lock.fencing_token=3"}, Tracked{Token: 3, Resource: "a"}},
+		{map[string]string{"options": "-clock.fencing_token=3 -c lock.fencing_token=4"}, Tracked{Token: 4}},
+		{map[string]string{"options": "-c LOCK.Fencing-Token=3"}, Tracked{Token: 3}},
+		{map[string]string{"options": `-c lock.resource=a\ b`}, Tracked{Resource: "a b"}},
+	} {
+		for i := 0; i < 20; i++ { // map order varies between runs
+			tr, rest, err := PooledStartup(c.params)
+			if err != nil || tr != c.want || strings.Contains(rest["options"], "lock") {
+				t.Fatalf("%q: tracked %+v rest %q %v, want %+v", c.params, tr, rest, err, c.want)
+			}
+		}
+	}
+}
+
+func TestPooledStartupRefusesHiddenOrAmbiguousFencingSettings(t *testing.T) {
+	for _, p := range []map[string]string{
+		{"lock.fencing_token": "1", "LOCK.FENCING_TOKEN": "2"}, // which one the server reads last is the packet's order
+		{"lock.resource": "a", "Lock.Resource": "b"},
+		{"options": "-c lock.fencing_token"},                     // no value
+		{"options": "-ec lock.fencing_token=3"},                  // getopt's grouped switches
+		{"options": "--lock.resource"},                           // no value
+		{"options": "---lock.fencing_token=3"},                   // not the setting's name
+		{"options": "-c lock.fencing_token=0"},                   // not a token
+		{"options": "-c lock.fencing_token=-1"},                  // not a token
+		{"options": "-c lock.fencing_token=9223372036854775808"}, // overflow
+		{"lock.fencing_token": "1.5"},
+	} {
+		if _, _, err := PooledStartup(p); err == nil {
+			t.Errorf("%q accepted", p)
+		}
+	}
+}
+
+func TestPooledSessionSetOfAnyValueFormNeverReachesTheServer(t *testing.T) {
+	for _, sql := range []string{
+		`SET "LOCK"."FENCING_TOKEN" = 42`,
+		`SET "lock.fencing_token" = 42`,
+		`SET U&"lock".U&"fencing\005ftoken" = 42`,
+		`SET lock.fencing_token = U&'\0034\0032'`,
+		`SET SESSION lock.fencing_token = '42'`,
+		`SET lock.fencing_token = 42;`,
+		`;SET lock.fencing_token = 42`,
+		`SET lock.fencing_token = 42 /* x */ ;; `,
+		`SET lock.resource = 'a''); SELECT 42; --'`,
+	} {
+		w := pooledWire(t, nil)
+		got := w.send(q(sql))
+		if strings.Contains(got, "42") || !strings.Contains(got, "TO DEFAULT") {
+			t.Errorf("%s: upstream %s", sql, got)
+		}
+	}
+}
+
+func TestPooledSessionSetOfABadValueIsRefusedAndKeepsNothing(t *testing.T) {
+	for _, c := range []struct{ sql, code string }{
+		{"SET lock.fencing_token = 0", "22023"},
+		{"SET lock.fencing_token = -3", "22023"},
+		{"SET lock.fencing_token = 99999999999999999999", "22023"},
+		{"SET lock.fencing_token = 1.5", "22023"},
+		{"SET lock.fencing_token = on", "22023"},
+		{"SET lock.fencing_token = 42, 43", "55Z05"}, // a list
+		{"SET lock.fencing_token FROM CURRENT", "55Z05"},
+		{"SET lock.fencing_token = 42; SET lock.fencing_token = 43", "55Z05"},
+		{"BEGIN; SET lock.fencing_token = 42; COMMIT", "55Z05"},
+		{"SET lock.fencing_token = 42; ROLLBACK", "55Z05"},
+		{`SET U&"lock"."fencing\005ftoken" = 42`, "0A000"},
+	} {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "7"})
+		if got := w.send(q(c.sql)); !strings.Contains(got, c.code) {
+			t.Errorf("%s: %s, want %s", c.sql, got, c.code)
+		}
+		w.replies("EZ", 'I')
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('7', ") {
+			t.Errorf("%s: the tracked token changed: %s", c.sql, got)
+		}
+	}
+}
+
+func TestPooledExtendedSessionSetSkippedAfterAnErrorKeepsTheOldToken(t *testing.T) {
+	// The Bind fails and the client flushes: the server skips the Execute.
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(parse("s1", "SET lock.fencing_token = 42"))
+	w.send(bind("", "s1"))
+	w.send(Msg{Type: 'H'})
+	w.replies("1E", 'I')
+	w.send(exec(""))
+	w.send(syncMsg())
+	w.replies("Z", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+		t.Fatalf("skipped SET kept: %s", got)
+	}
+	// The SET ran, a later message of its unit failed: rolled back.
+	w = pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(parse("", "SET lock.fencing_token = 42"))
+	w.send(bind("", ""))
+	w.send(exec(""))
+	w.send(parse("", "SELEC 1"))
+	w.send(syncMsg())
+	w.replies("12CEZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+		t.Fatalf("rolled-back SET kept: %s", got)
+	}
+}
+
+func TestPooledNamedSessionSetRunsAgainAndIsReprepared(t *testing.T) {
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	if got := w.send(parse("s1", "SET lock.fencing_token = 42")); strings.Contains(got, "42") {
+		t.Fatalf("Parse upstream %s", got)
+	}
+	for _, replies := range []string{"12CZ", "2CZ"} {
+		w.send(bind("", "s1"))
+		w.send(exec(""))
+		w.send(syncMsg())
+		w.replies(replies, 'I')
+	}
+	w.send(Msg{Type: 'C', Name: "s1"})
+	if got := w.send(parse("s1", "SET lock.fencing_token = 43")); strings.Contains(got, "43") {
+		t.Fatalf("re-Parse upstream %s", got)
+	}
+	w.send(syncMsg())
+	w.replies("31Z", 'I')
+	w.send(bind("", "s1"))
+	w.send(exec(""))
+	w.send(syncMsg())
+	w.replies("2CZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('43', ") {
+		t.Fatalf("re-prepared SET: %s", got)
+	}
+}
+
+func TestPooledUnitsPipelinedBehindASessionResetWait(t *testing.T) {
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(q("RESET lock.fencing_token"))
+	for _, m := range []Msg{q("UPDATE t SET v = 1"), parse("", "UPDATE t SET v = 1"), bind("", ""), exec(""), {Type: 'F'}} {
+		if got := w.send(m); got != "WAIT" {
+			t.Fatalf("%c behind an unanswered RESET: %s", m.Type, got)
+		}
+	}
+}
+
+func TestPooledTransactionLocalSettingsNeverReadTheConnections(t *testing.T) {
+	// What the transaction left or undid itself is the connection's
+	// value, maybe another client's: read only guarded.
+	for _, sql := range []string{
+		"BEGIN; SET LOCAL lock.fencing_token TO DEFAULT; UPDATE t SET v = 1",
+		"BEGIN; SAVEPOINT a; SET LOCAL lock.fencing_token = 5; ROLLBACK TO a; UPDATE t SET v = 1",
+		"BEGIN; SET LOCAL lock.fencing_token = 5; COMMIT; UPDATE t SET v = 1",
+	} {
+		w := pooledWire(t, map[string]string{"lock.resource": "r"})
+		if got := w.send(q(sql)); lastCheck(got) != "guarded" {
+			t.Errorf("%s: %s", sql, got)
+		}
+	}
+	w := pooledWire(t, map[string]string{"lock.resource": "r"})
+	w.send(q("BEGIN; SET LOCAL lock.fencing_token = 5"))
+	w.replies("CCZ", 'T')
+	w.send(q("COMMIT"))
+	w.replies("CZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); lastCheck(got) != "guarded" {
+		t.Fatalf("after COMMIT: %s", got)
+	}
+}
+
+func TestPooledRefusesEveryMemberOfThePoolUnsafeClass(t *testing.T) {
+	for _, sql := range []string{
+		"EXPLAIN EXECUTE p", "EXPLAIN (COSTS OFF) EXECUTE p(1)", "EXPLAIN ANALYZE EXECUTE p",
+		"EXPLAIN ANALYZE SELECT set_config('work_mem', '1', false)", "EXPLAIN ANALYZE SELECT 1 INTO TEMP x",
+		"EXPLAIN (ANALYZE) DECLARE c CURSOR WITH HOLD FOR SELECT 1",
+		"CREATE TYPE pg_temp.e AS ENUM ('a')", "CREATE TYPE pg_temp.c AS (a int)", "CREATE TYPE pg_temp.r AS RANGE (subtype = int4)",
+		"CREATE DOMAIN pg_temp.d AS int", "CREATE TYPE pg_temp.b", "CREATE OPERATOR pg_temp.=== (function = f, leftarg = int, rightarg = int)",
+		"CREATE AGGREGATE pg_temp.a (int) (sfunc = int4pl, stype = int)", "CREATE COLLATION pg_temp.c (locale = 'C')",
+		"CREATE CONVERSION pg_temp.c FOR 'LATIN1' TO 'UTF8' FROM iso8859_1_to_utf8",
+		"CREATE OPERATOR FAMILY pg_temp.f USING btree", "CREATE OPERATOR CLASS pg_temp.c FOR TYPE int USING btree AS OPERATOR 1 <",
+		"CREATE TEXT SEARCH CONFIGURATION pg_temp.c (COPY = simple)", "CREATE STATISTICS pg_temp.s ON a, b FROM t",
+		"CREATE TABLE pg_temp_3.x (a int)", "CREATE TEMP TABLE x (a int) ON COMMIT DELETE ROWS",
+		"CREATE PROCEDURE pg_temp.p() LANGUAGE sql AS 'SELECT 1'", "CREATE OR REPLACE TEMP VIEW v AS SELECT 1",
+		"CREATE FUNCTION db.pg_temp.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+		"SELECT set_config('work_mem', is_local => false, new_value => 'true')",
+		"SELECT * FROM set_config('work_mem', '1', false)", `SELECT "set_config"('work_mem', '1', false)`,
+		"SELECT set_config(VARIADIC ARRAY['work_mem', '1'])",
+		"SELECT set_config(setting_name => 'work_mem', new_value => '1', is_local => false)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	for _, sql := range []string{"EXPLAIN SELECT 1", "CREATE TYPE e AS ENUM ('a')", "CREATE DOMAIN public.d AS int", `CREATE TYPE "PG_TEMP".e AS ENUM ('a')`} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); strings.Contains(got, "0A000") {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+	w := newWire(t, nil, false)
+	if got := w.send(q("EXPLAIN EXECUTE p")); got != "Q(EXPLAIN EXECUTE p)" {
+		t.Fatalf("session mode: %s", got)
+	}
+}
+
+func TestPooledRefusesTemporaryObjectsByAnyRoute(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT 1 INTO TEMP x UNION SELECT 2", // the leftmost SELECT's INTO
+		"SELECT 1 INTO TEMP x UNION ALL SELECT 2 EXCEPT SELECT 3",
+		"(SELECT 1 INTO TEMP x)", "WITH a AS (SELECT 1) SELECT * INTO TEMP x FROM a",
+		// pg_temp first in search_path: an unqualified CREATE makes a temporary object.
+		"BEGIN; SET LOCAL search_path = pg_temp; CREATE TABLE x (a int); COMMIT",
+		"SET LOCAL search_path = public, pg_temp_3",
+		"BEGIN; SELECT set_config('search_path', 'pg_temp', true); CREATE TABLE x (a int); COMMIT",
+		"SELECT set_config('search_path', current_user, true)", // a value that is not a constant
+		"SELECT set_config('SEARCH_PATH', 'x, PG_TEMP', true)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") || !strings.Contains(got, "transaction pool mode") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	for _, sql := range []string{
+		"SELECT 1 UNION SELECT 2", "SET LOCAL search_path = public, \"$user\"", "SET LOCAL search_path TO DEFAULT",
+		"SELECT set_config('search_path', 'public', true)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); strings.Contains(got, "0A000") {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+	w := newWire(t, nil, false)
+	if got := w.send(q("SET LOCAL search_path = pg_temp")); got != "Q(SET LOCAL search_path = pg_temp)" {
+		t.Fatalf("session mode: %s", got)
+	}
+}
+
+func TestPooledResetGoesBackToTheStartupValueAsTheServersDoes(t *testing.T) {
+	// PostgreSQL's RESET (and SET … TO DEFAULT) returns a setting the
+	// startup packet gave to that value: dropping the token instead would
+	// let the client's writes run unfenced.
+	for _, sql := range []string{"RESET lock.fencing_token", "SET lock.fencing_token TO DEFAULT", "RESET ALL"} {
+		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=r"})
+		w.send(q("SET lock.fencing_token = 50"))
+		w.replies("CZ", 'I')
+		w.send(q("SET lock.resource = s"))
+		w.replies("CZ", 'I')
+		w.send(q(sql))
+		w.replies("CZ", 'I')
+		want := "CALL fence.check('42', 's'"
+		if sql == "RESET ALL" {
+			want = "CALL fence.check('42', 'r'"
+		}
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, want) {
+			t.Errorf("%s: %s, want %s", sql, got, want)
+		}
+	}
+}
+
+func TestPooledRefusesSessionLevelAdvisoryLocks(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT pg_advisory_lock(1)", "SELECT pg_catalog.PG_TRY_ADVISORY_LOCK(1, 2)", "SELECT pg_advisory_lock_shared(1)",
+		"SELECT pg_advisory_unlock(1)", "SELECT pg_advisory_unlock_all()", "SELECT * FROM t WHERE pg_try_advisory_lock_shared(id)",
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	for _, sql := range []string{"SELECT pg_advisory_xact_lock(1)", "SELECT pg_try_advisory_xact_lock_shared(1)",
+		"CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_lock(1)'"} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); strings.Contains(got, "0A000") {
+			t.Errorf("%s: refused: %s", sql, got)
+		}
+	}
+	w := newWire(t, nil, false)
+	if got := w.send(q("SELECT pg_advisory_lock(1)")); got != "Q(SELECT pg_advisory_lock(1))" {
+		t.Fatalf("session mode: %s", got)
+	}
+}
+
+func TestPooledLongLiteralInALargeTextIsNeverTrackedOrTrusted(t *testing.T) {
+	// A text over 16 KiB is parsed with long literals shortened (reduce.go):
+	// the shortened stand-in must not become the tracked resource, nor pass
+	// for a search_path without pg_temp.
+	long := strings.Repeat("r", 300)
+	pad := " /* " + strings.Repeat("p", 17000) + " */"
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5", "lock.resource": "r"})
+	if got := w.send(q("SET lock.resource = '" + long + "'" + pad)); !strings.Contains(got, "55Z05") {
+		t.Fatalf("long resource: %.200s", got)
+	}
+	w.replies("EZ", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', 'r'") {
+		t.Fatalf("after: %.200s", got)
+	}
+	for _, sql := range []string{
+		"SET LOCAL search_path = '" + long + ", pg_temp'" + pad,
+		"SELECT set_config('search_path', '" + long + ", pg_temp', true)" + pad,
+	} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
+			t.Errorf("%.60s: not refused: %.200s", sql, got)
+		}
+	}
+}
+
+func TestPooledErrorBetweenMessagesUndoesTheOpenUnitsSessionSet(t *testing.T) {
+	// An error the server sends on its own (statement_timeout between
+	// messages) aborts the open implicit transaction, the SET in it too.
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.send(parse("", "SET lock.fencing_token = 42"))
+	w.send(bind("", ""))
+	w.send(exec(""))
+	w.send(Msg{Type: 'H'})
+	w.replies("12C", 'I')
+	w.replies("E{57014}", 'I')
+	w.send(syncMsg())
+	w.replies("Z", 'I')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+		t.Fatalf("rolled-back SET kept: %s", got)
+	}
+}
+
+func TestPooledSessionSetUnderRiskyLexingIsRefusedOrReplacedWhole(t *testing.T) {
+	// standard_conforming_strings off: the server may end a string where
+	// the parser did not, and run a SET the gate did not see.
+	for _, sql := range []string{
+		`SELECT 'a\' , ' ; SET lock.fencing_token = 42; --'`,
+		`SET lock.resource = 'a\' , ' ; SET lock.fencing_token = 42; --'`,
+		`SET lock.fencing_token = E'4\062'`,
+	} {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+		w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") || strings.Contains(got, "TO DEFAULT") {
+			t.Errorf("%s: %s", sql, got)
+		}
+		w.replies("EZ", 'I')
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check('5', ") {
+			t.Errorf("%s: tracked changed: %s", sql, got)
+		}
+	}
+	w := pooledWire(t, nil)
+	w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+	if got := w.send(q("SET lock.fencing_token = 42")); got != `Q(SET "lock"."fencing_token" TO DEFAULT)` {
+		t.Fatalf("plain SET under standard_conforming_strings off: %s", got)
+	}
+	// A multibyte encoding whose characters may hold a quote's or a
+	// backslash's byte.
+	w = pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "SJIS"})
+	if got := w.send(q("SET lock.resource = '\x95\x5c'")); !strings.Contains(got, "0A000") {
+		t.Fatalf("SJIS: %s", got)
+	}
+	// A resource with a backslash, later read under standard_conforming_strings off.
+	w = pooledWire(t, map[string]string{"lock.resource": `a\' || pg_sleep(1) || '`, "lock.fencing_token": "5"})
+	w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, `CALL fence.check('5', $q$a\' || pg_sleep(1) || '$q$`) {
+		t.Fatalf("resource literal: %s", got)
+	}
+}
+
+func TestPooledFastPathCallIsOpaqueCode(t *testing.T) {
+	// A FunctionCall names its function by OID, which the gate does not
+	// see (set_config's among them): with a tracked token it is refused
+	// outside a checked transaction; without one it runs as opaque code,
+	// probed after, and what it left on the connection is never read.
+	w := pooledWire(t, map[string]string{"lock.fencing_token": "5"})
+	if got := w.send(Msg{Type: 'F'}); !strings.Contains(got, "0A000") {
+		t.Fatalf("with a tracked token: %s", got)
+	}
+	w = pooledWire(t, nil)
+	if got := w.send(Msg{Type: 'F'}); !strings.Contains(got, "~probe") {
+		t.Fatalf("without: %s", got)
+	}
+	w.replies("VZ", 'I')
+	w.replies("3123DC3Z", 'I') // the probe: a value on the connection
+	if got := w.send(q("UPDATE t SET v = 1")); lastCheck(got) != "guarded" {
+		t.Fatalf("after: %s", got)
+	}
+}
+
+func TestPooledNamedSessionSetAfterOpaqueCodeIsRefused(t *testing.T) {
+	// After opaque code the proxy no longer trusts what a name runs; run
+	// as opaque code, the server's SET … TO DEFAULT would answer "SET"
+	// while the tracked token stays unset: the client's writes unfenced.
+	w := pooledWire(t, nil)
+	w.send(parse("s1", "SET lock.fencing_token = 42"))
+	w.send(syncMsg())
+	w.replies("1Z", 'I')
+	w.send(Msg{Type: 'F'})
+	w.replies("VZ", 'I')
+	w.replies("3123C3Z", 'I') // the probe after it
+	w.send(bind("", "s1"))
+	if got := w.send(exec("")); !strings.Contains(got, "~raise") {
+		t.Fatalf("opaque re-run of a session SET: %s", got)
 	}
 }

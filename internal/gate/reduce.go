@@ -202,9 +202,19 @@ func shortLiteral(lit string) (string, bool) {
 	if lit[0] != '\'' && lit[0] != '$' {
 		return "", false
 	}
-	r := "'a literal of " + strconv.Itoa(len(lit)) + " bytes"
+	r := "'" + shortPrefix + strconv.Itoa(len(lit)) + " bytes"
 	if mentionsFence(lit) {
 		r += " mentioning fence" // and not "fence" itself
 	}
 	return r + "'", true
+}
+
+const shortPrefix = "a literal of "
+
+// maybeShortened reports whether v, a string constant's value, may be what
+// shortLiteral put in place of a long literal: where a value is kept or
+// read for what it says (transaction pool mode's tracked resource, a
+// search_path), it is not the client's.
+func maybeShortened(v string) bool {
+	return strings.HasPrefix(v, shortPrefix) && strings.Contains(v, " bytes")
 }

@@ -137,8 +137,10 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	}
 	if h == nil {
 		// Unsolicited (statement_timeout between messages): inside an
-		// extended sequence the server now skips to the client's Sync.
+		// extended sequence the server now skips to the client's Sync, and
+		// the open unit's implicit transaction is aborted.
 		s.skipping = s.extOpen
+		s.poolUnitFailed()
 		return Verdict{}
 	}
 	injected, check, probe := h.isInjected(), h.isCheck(), h.probe

@@ -171,6 +171,7 @@ type Session struct {
 	// confirmed (see pool.go), and the units sent whose poolSet is not yet
 	// answered.
 	tracked     Tracked
+	startup     Tracked // what RESET and SET … TO DEFAULT go back to
 	poolPending int
 }
 
@@ -181,6 +182,7 @@ func NewSession(cfg *Config, params map[string]string) *Session {
 	s := &Session{cfg: cfg, tokenMaybe: true, reg: newRegistry(), lastReady: 'I', settings: settings{encoding: "UTF8"}}
 	if cfg != nil && cfg.Pooled {
 		s.tracked, _, _ = PooledStartup(params) // CheckStartup refused what is invalid
+		s.startup = s.tracked
 	}
 	return s
 }

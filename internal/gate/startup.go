@@ -50,9 +50,12 @@ func CheckStartup(cfg *Config, params map[string]string) error {
 // lock.resource, as parameters of their own or as -c name=value and
 // --name=value in options), which the session tracks, and the rest, which
 // pgwire sends to the server in their place: no fencing value reaches a
-// shared server connection. The token is validated as ParseToken does. A
-// mention of "lock." in options that is not such a setting is refused
-// (*StartupError), as is an invalid token (*TokenError).
+// shared server connection. The token is validated as ParseToken does. As
+// the server does, options are read first, then the parameters of their
+// own, which win. A mention of "lock." in options that is not such a
+// setting is refused (*StartupError), as is a setting given by two
+// parameters (the packet's order is lost) and an invalid token
+// (*TokenError).
 func PooledStartup(params map[string]string) (tracked Tracked, rest map[string]string, err error) {
 	rest = make(map[string]string, len(params))
 	set := func(name, value string) error {
@@ -69,24 +72,40 @@ func PooledStartup(params map[string]string) (tracked Tracked, rest map[string]s
 		}
 		return nil
 	}
+	// The server reads options first, then the other parameters in the
+	// packet's order, which a map no longer has: a setting given by two
+	// parameters (names that differ in case) is refused.
 	for k, v := range params {
-		switch {
-		case fenceBit(k) != 0:
-			err = set(k, v)
-		case strings.EqualFold(k, "options"):
+		if strings.EqualFold(k, "options") {
 			var opts string
-			opts, err = pooledOptions(v, set)
+			if opts, err = pooledOptions(v, set); err != nil {
+				return Tracked{}, nil, err
+			}
 			if opts != "" {
 				rest[k] = opts
 			}
-		default:
-			rest[k] = v
 		}
-		if err != nil {
-			return Tracked{}, nil, err
+	}
+	var given uint8
+	for k, v := range params {
+		switch b := fenceBit(k); {
+		case b&given != 0:
+			return Tracked{}, nil, refStartupTwice
+		case b != 0:
+			given |= b
+			if err = set(k, v); err != nil {
+				return Tracked{}, nil, err
+			}
+		case !strings.EqualFold(k, "options"):
+			rest[k] = v
 		}
 	}
 	return tracked, rest, nil
+}
+
+var refStartupTwice = &StartupError{
+	Message: "fenceproxy: lock.fencing_token or lock.resource is given twice in the startup parameters",
+	Hint:    "Give each once.",
 }
 
 // pooledOptions takes the fencing settings out of a startup options

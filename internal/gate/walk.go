@@ -250,8 +250,14 @@ func (w *walker) modifies(rv *pg_query.RangeVar) {
 // the fencing settings or the search_path. Calls of fence.* functions are
 // caught by qualifiedName.
 func (w *walker) funcCall(n *pg_query.FuncCall) {
-	if w.deferred > 0 || !strings.EqualFold(lastName(n.Funcname), "set_config") {
+	if w.deferred > 0 {
 		return // a call in a body or a PREPAREd statement does not run now
+	}
+	if isSessionLockFunc(lastName(n.Funcname)) {
+		w.poolUnsafe = "a session-level advisory lock"
+	}
+	if !strings.EqualFold(lastName(n.Funcname), "set_config") {
+		return
 	}
 	w.poolSetConfig(n)
 	if len(n.Args) == 0 {
