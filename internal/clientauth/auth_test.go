@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/clientauth"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -185,37 +184,23 @@ func TestConcurrentLoginsShareOneFile(t *testing.T) {
 
 func TestBufferedClientWriterIsFlushedAtEachStep(t *testing.T) {
 	f := parse(t, quote(user)+" "+quote(password))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	s := &server{addr: ln.Addr().String(), result: make(chan outcome, 1)}
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			s.result <- outcome{err: err}
-			return
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(guard))
+	s := serveWith(t, func(c net.Conn) outcome {
 		if _, err := readStartup(c); err != nil {
-			s.result <- outcome{err: err}
-			return
+			return outcome{err: err}
 		}
 		w := bufio.NewWriter(c)
 		rw := struct {
 			io.Reader
 			*bufio.Writer
 		}{bufio.NewReader(c), w}
-		err = clientauth.Authenticate(rw, user, clientauth.SCRAMSHA256, f)
+		err := clientauth.Authenticate(rw, user, clientauth.SCRAMSHA256, f)
 		if err == nil {
 			buf, _ := (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(nil)
 			w.Write(buf)
 			w.Flush()
 		}
-		s.result <- outcome{err: err}
-	}()
+		return outcome{err: err}
+	})
 	if o, err := login(t, s, user, password); err != nil || o.err != nil {
 		t.Fatalf("client: %v; server: %v", err, o.err)
 	}

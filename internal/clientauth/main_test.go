@@ -51,6 +51,12 @@ type outcome struct {
 // method and f, and on success finishes the startup with ReadyForQuery.
 func serve(t *testing.T, method clientauth.Method, f *clientauth.File) *server {
 	t.Helper()
+	return serveWith(t, func(c net.Conn) outcome { return handle(c, method, f) })
+}
+
+// serveWith accepts one client and reports what handler made of it.
+func serveWith(t *testing.T, handler func(net.Conn) outcome) *server {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +71,7 @@ func serve(t *testing.T, method clientauth.Method, f *clientauth.File) *server {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(guard))
-		s.result <- handle(c, method, f)
+		s.result <- handler(c)
 	}()
 	return s
 }
