@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/pool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -71,6 +72,10 @@ type Config struct {
 	// direction, instead of the event loop (Linux, plain TCP on both legs;
 	// loop_linux.go).
 	GoroutineRelay bool
+
+	// Pool, when non-nil, is transaction pool mode (PoolConfig); nil is
+	// session mode: one upstream connection per client, for its life.
+	Pool *PoolConfig
 }
 
 func (c *Config) eventLoop() bool { return !c.GoroutineRelay }
@@ -149,6 +154,8 @@ type Server struct {
 
 	refusals  *refusalLimiter // the refusal log's rate limit
 	resources resourceTable   // resources refused, for the admin view
+
+	pool *pool.Pool // transaction pool mode (Config.Pool), else nil
 
 	upstreamOK atomic.Int64 // unix nanoseconds of the last successful upstream connect
 	active     atomic.Int64 // sessions accepted and not yet ended
