@@ -21,7 +21,7 @@ func (s *Session) refuseExtended(r refusal) Decision {
 
 // parse records an extended-protocol statement; it exists for the gate once
 // the server confirms it with ParseComplete.
-func (s *Session) parse(name, sql string) Decision {
+func (s *Session) parse(name, sql, server string) Decision {
 	if reserved(name) {
 		return s.refuseExtended(refReserved)
 	}
@@ -29,7 +29,7 @@ func (s *Session) parse(name, sql string) Decision {
 	s.extended()
 	// The server lexes the text now, under the settings in force when it
 	// reaches it: record them for the Execute that analyses it.
-	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, named: name != ""}
+	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, named: name != "", server: server}
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, ops: []regOp{op}})
@@ -69,7 +69,7 @@ func (s *Session) bind(portal, stmt string) Decision {
 		s.unit.bound = map[string]bool{}
 	}
 	s.unit.bound[portal] = true
-	return Decision{Before: before}
+	return Decision{Before: before, Server: p.server}
 }
 
 // checkAtBind returns the check to run before a Bind of p, when its
@@ -111,13 +111,46 @@ func (s *Session) describe(kind byte, name string) Decision {
 	if reserved(name) {
 		return s.refuseExtended(refReserved)
 	}
+	var d Decision
+	if kind == 'S' && s.cfg.Pooled {
+		if d = s.serverName(name); d.Wait {
+			return d
+		}
+	}
 	s.extended()
 	if kind == 'S' {
 		s.slots.push(slot{kind: slotDescribeStmt})
 	} else {
 		s.slots.push(slot{kind: slotDescribePortal})
 	}
-	return Decision{}
+	return d
+}
+
+// serverName returns, under Config.Pooled, the Decision that names the
+// statement name reaches on the server (Decision.Server), or Wait when
+// that depends on a reply not yet received.
+func (s *Session) serverName(name string) Decision {
+	p, found, wait := s.reg.lookup(regKey{name: name})
+	if wait {
+		return Decision{Wait: true}
+	}
+	if !found {
+		return Decision{}
+	}
+	return Decision{Server: p.server}
+}
+
+// PooledStatements calls f with each protocol-level statement the server
+// confirmed (name "" is the unnamed one) and the name it has on the
+// server (Msg.Server of its Parse), under Config.Pooled, where pgwire
+// prepares them again on a server connection that lacks them. Only
+// meaningful while Settled.
+func (s *Session) PooledStatements(f func(name, server string)) {
+	for k, p := range s.reg.confirmed {
+		if !k.portal && p.server != "" && p.st == nil {
+			f(k.name, p.server)
+		}
+	}
 }
 
 // close records the Close of a statement ('S') or portal ('P'); it is gone
@@ -126,11 +159,17 @@ func (s *Session) close(kind byte, name string) Decision {
 	if reserved(name) {
 		return s.refuseExtended(refReserved)
 	}
+	var d Decision
+	if kind == 'S' && s.cfg.Pooled {
+		if d = s.serverName(name); d.Wait {
+			return d
+		}
+	}
 	s.extended()
 	op := regOp{key: regKey{portal: kind != 'S', name: name}}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotClose, ops: []regOp{op}})
-	return Decision{}
+	return d
 }
 
 // sync ends an extended-protocol unit.

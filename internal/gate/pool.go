@@ -445,3 +445,11 @@ func (s *Session) poolUnitFailed() {
 		sl.poolFailed = true
 	}
 }
+
+// ServerStatementName returns the n-th name pgwire gives a client's
+// protocol-level statement on a shared server connection (Msg.Server). It
+// starts with the reserved prefix, which the gate refuses in a client's
+// names, so no client can reach another's statement by naming it.
+func ServerStatementName(n uint64) string {
+	return reservedPrefix + "s" + strconv.FormatUint(n, 36)
+}

@@ -27,6 +27,10 @@ type prepared struct {
 	// hold: a cursor declared WITH HOLD, which outlives its transaction.
 	hold bool
 
+	// server: under Config.Pooled, the name pgwire gave the statement on
+	// the server (Msg.Server of its Parse).
+	server string
+
 	// named: prepared by a Parse with a name, which SQL can redefine (a
 	// function's EXECUTE 'DEALLOCATE s' and 'PREPARE s AS …'); the
 	// unnamed statement it cannot.

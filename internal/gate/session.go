@@ -31,6 +31,9 @@ type Msg struct {
 	Portal string // Bind, Execute: the portal
 	Text   string // Query, Parse: the query text
 	Object byte   // Describe, Close: 'S' (statement) or 'P' (portal)
+	// Server, for a Parse under Config.Pooled: the name pgwire sends the
+	// statement under on a shared server connection (ServerStatementName).
+	Server string
 }
 
 // Decision is what pgwire does with one client message.
@@ -52,6 +55,12 @@ type Decision struct {
 	// Used where the server's state cannot be known (docs/design.md "Fail
 	// closed", rule 6).
 	Fail string
+	// Server, under Config.Pooled, for a Bind of a statement and a
+	// Describe or Close of one ('S'): the Msg.Server of the Parse that
+	// defined the statement the server reaches, which pgwire sends in
+	// place of the client's name; "" when the name defines nothing (sent
+	// as written: no server statement has a client's name).
+	Server string
 }
 
 // unitState is the gate's prediction, while the client sends a unit (a
@@ -258,7 +267,7 @@ func (s *Session) client(m Msg) Decision {
 	case 'Q':
 		return s.query(m.Text)
 	case 'P':
-		return s.parse(m.Name, m.Text)
+		return s.parse(m.Name, m.Text, m.Server)
 	case 'B':
 		return s.bind(m.Portal, m.Name)
 	case 'E':

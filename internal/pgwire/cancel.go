@@ -31,6 +31,9 @@ type upstreamKey struct {
 	addr   string
 	pid    uint32
 	secret []byte
+	// pooled: a session in transaction pool mode, whose backend is the
+	// one lent to it when the cancel arrives (none: nothing to cancel).
+	pooled *session
 }
 
 func newCancelRegistry() cancelRegistry {

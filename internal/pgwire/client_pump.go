@@ -131,9 +131,15 @@ func (s *session) clientMessage(typ byte, n int) error {
 		if err != nil {
 			return err
 		}
+		if s.pooled != nil && typ == 'P' {
+			m.Server = s.newStatementName()
+		}
 		d, err := s.decide(m)
 		if err != nil {
 			return err
+		}
+		if s.pooled != nil {
+			return s.pooledMessage(typ, body, &m, &d)
 		}
 		own, err := s.applyBefore(d)
 		if err == nil && own {
@@ -356,6 +362,9 @@ func (s *session) sent(typ byte) {
 		if typ == 'S' {
 			s.extOpen.Store(false)
 		}
+		if typ == 'Q' && s.pooled != nil {
+			borrowed(s.pooled.lent).unnamed = "" // a Query, the client's or gate's, drops the unnamed statement
+		}
 	case 'P', 'B', 'E', 'D', 'C':
 		// An extended sequence is open until its Sync: the server may be
 		// running an Execute that a graceful shutdown must let finish.
@@ -384,15 +393,20 @@ func (s *session) bind(n int) error {
 	}
 	own, err := s.applyBefore(d)
 	if err == nil {
-		err = s.ownOrDiscard(own, rest, func() error { return s.forwardBind(n, portal, stmt, rest) })
+		err = s.ownOrDiscard(own, rest, func() error {
+			if s.pooled != nil {
+				return s.forwardBind(n, portal, serverStatement(stmt, &d), rest)
+			}
+			return s.forwardBind(n, portal, stmt, rest)
+		})
 	}
 	return s.applyAfter(d, err)
 }
 
 // forwardBind writes a Bind upstream: its header and names, then the rest
-// of its body streamed from the client.
+// of its body (rest bytes) streamed from the client.
 func (s *session) forwardBind(n int, portal, stmt string, rest int) error {
-	if err := writeHeader(s.uw, 'B', n); err != nil {
+	if err := writeHeader(s.uw, 'B', len(portal)+len(stmt)+2+rest); err != nil {
 		return err
 	}
 	s.uw.WriteString(portal)

@@ -1,6 +1,8 @@
 package pgwire
 
 import (
+	"time"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -48,6 +50,12 @@ func (s *session) stopUpstream() {
 	s.stateMu.Unlock()
 	if lp != nil {
 		lp.post(lp.stop)
+		return
+	}
+	if upstream == nil {
+		// A pooled session between lendings: its client reader, woken,
+		// tells the client.
+		s.client.SetReadDeadline(time.Now())
 		return
 	}
 	upstream.Close()

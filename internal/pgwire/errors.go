@@ -25,6 +25,7 @@ const (
 	codeProtocolViolation    = sqlstate.ProtocolViolation
 	codeFeatureNotSupported  = sqlstate.FeatureNotSupported
 	codeInvalidAuthorization = sqlstate.InvalidAuthorization
+	codeInvalidPassword      = "28P01"
 	codeTooManyConnections   = sqlstate.TooManyConnections
 	codeAdminShutdown        = sqlstate.AdminShutdown
 	codeInternalError        = sqlstate.InternalError

@@ -198,6 +198,15 @@ func (r *reader) cstring(limit int) (string, error) {
 	}
 }
 
+// peekByte returns the next byte without consuming it; 0xFF when it
+// cannot be read (the caller then reads the error).
+func (r *reader) peekByte() byte {
+	if r.ensure(1) != nil {
+		return 0xFF
+	}
+	return r.buf[r.r]
+}
+
 // idle reports whether no more input is already buffered, i.e. the peer is
 // waiting for us: the moment to flush what we have written.
 func (r *reader) idle() bool { return r.r == r.w }

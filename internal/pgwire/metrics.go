@@ -34,6 +34,7 @@ const (
 	failTooMany         = "max_client_conns"
 	failProtocol        = "protocol"
 	failReplication     = "replication"
+	failPoolWait        = "query_wait_timeout"
 )
 
 // Relays, for fenceproxy_relayed_sessions_total, and reasons a session
@@ -59,7 +60,7 @@ var fenceCodes = map[string]bool{
 // Every label value a family can take, set to 0 at start so that rate()
 // and absence alerts have a series to read before the first increment.
 var (
-	failReasons = []string{failUpstreamConnect, failUpstreamLost, failTooMany, failProtocol, failReplication}
+	failReasons = []string{failUpstreamConnect, failUpstreamLost, failTooMany, failProtocol, failReplication, failPoolWait}
 	relayNames  = []string{relayLoop, relayGoroutines}
 	leaveNames  = []string{leaveLargeMessage, leaveLongText, leaveSlowMessage}
 )

@@ -1,9 +1,14 @@
 package pgwire
 
 import (
+	"context"
+	"crypto/tls"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/clientauth"
+	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/pool"
 )
 
@@ -48,4 +53,95 @@ func (s *Server) Pools() map[pool.Key]pool.KeyStats {
 		return nil
 	}
 	return s.pool.Stats()
+}
+
+func (p *PoolConfig) size() int {
+	if p.Size > 0 {
+		return p.Size
+	}
+	return DefaultPoolSize
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// newPool returns the pool of transaction pool mode for cfg (cfg.Pool set).
+// It logs in to the server as each client's user with the plain password
+// cfg.Pool.Auth has for it, or none, over TLS as cfg.UpstreamTLS says.
+func newPool(cfg *Config, onWait func(pool.Key, time.Duration, bool)) *pool.Pool {
+	pc := cfg.Pool
+	d := &pool.Dialer{Addr: cfg.Upstream, Password: func(k pool.Key) (string, error) {
+		if pc.Auth == nil {
+			return "", nil
+		}
+		p, _ := pc.Auth.Password(k.User)
+		return p, nil
+	}}
+	plain := *d
+	dial := d.Dial
+	switch cfg.UpstreamTLS {
+	case UpstreamTLSDisable, "":
+	case UpstreamTLSVerifyFull:
+		host, _, err := net.SplitHostPort(cfg.Upstream)
+		if err != nil {
+			host = cfg.Upstream // the dial reports the bad address
+		}
+		d.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, RootCAs: cfg.UpstreamRootCAs}
+	default:
+		d.TLS = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true} // prefer and require do not verify, as in libpq
+		if cfg.UpstreamTLS == UpstreamTLSPrefer {
+			dial = func(ctx context.Context, k pool.Key) (*pool.Conn, error) {
+				c, err := d.Dial(ctx, k)
+				if err != nil && strings.Contains(err.Error(), "server refused TLS connection") {
+					return plain.Dial(ctx, k)
+				}
+				return c, err
+			}
+		}
+	}
+	p, err := pool.New(pool.Config{
+		Dial:        dial,
+		Size:        pc.size(),
+		WaitTimeout: orDefault(pc.WaitTimeout, DefaultPoolWaitTimeout),
+		IdleTimeout: orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
+		Lifetime:    orDefault(pc.Lifetime, DefaultPoolLifetime),
+		DialTimeout: cfg.dialTimeout(),
+		OnWait:      onWait,
+	})
+	if err != nil {
+		panic("pgwire: " + err.Error()) // every setting above is valid
+	}
+	return p
+}
+
+// pooledFencing returns f with Pooled set, for a Server in transaction
+// pool mode.
+func pooledFencing(f *gate.Config) *gate.Config {
+	c := *f
+	c.Pooled = true
+	return &c
+}
+
+// reloadPool returns the pool settings in force after a reload from cur to
+// next: cur's, with next's client authentication; none in session mode.
+func reloadPool(cur, next *PoolConfig) *PoolConfig {
+	if cur == nil {
+		return nil
+	}
+	p := *cur
+	if next != nil {
+		p.AuthMethod, p.Auth = next.AuthMethod, next.Auth
+	}
+	return &p
+}
+
+// closePool closes the pool's idle server connections, if there is a pool.
+func (s *Server) closePool() {
+	if s.pool != nil {
+		s.pool.Close()
+	}
 }

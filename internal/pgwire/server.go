@@ -156,6 +156,11 @@ type Server struct {
 	resources resourceTable   // resources refused, for the admin view
 
 	pool *pool.Pool // transaction pool mode (Config.Pool), else nil
+	// statements holds the server names of the pooled clients'
+	// statements that still exist for their clients (pooled_setup.go);
+	// nextStatement numbers them.
+	statements    sync.Map
+	nextStatement atomic.Uint64
 
 	upstreamOK atomic.Int64 // unix nanoseconds of the last successful upstream connect
 	active     atomic.Int64 // sessions accepted and not yet ended
@@ -179,6 +184,10 @@ func NewServer(cfg Config) *Server {
 	s := &Server{log: log, cancels: newCancelRegistry(), metrics: newMetrics(cfg.Metrics),
 		refusals: newRefusalLimiter(cfg.RefusalLogRate, cfg.RefusalLogBurst, time.Now),
 		sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
+	if cfg.Pool != nil {
+		cfg.Fencing = pooledFencing(cfg.Fencing)
+		s.pool = newPool(&cfg, nil)
+	}
 	s.live.Store(&cfg)
 	return s
 }
@@ -191,7 +200,8 @@ func NewServer(cfg Config) *Server {
 // (gate.Session.Reconfigure), so a newly protected table is protected in
 // every session from its next statement on. The
 // fields fixed for the Server's life (Upstream, Logger, Metrics,
-// GoroutineRelay) keep their first value; cfg's are ignored. A nil Fencing
+// GoroutineRelay, and Pool but for its AuthMethod and Auth, which new
+// clients log in with) keep their first value; cfg's are ignored. A nil Fencing
 // means no protected tables and no default resource, with the analyzer in
 // force kept.
 func (s *Server) Reload(cfg Config) {
@@ -199,6 +209,10 @@ func (s *Server) Reload(cfg Config) {
 	cfg.Upstream, cfg.Logger, cfg.Metrics, cfg.GoroutineRelay = cur.Upstream, cur.Logger, cur.Metrics, cur.GoroutineRelay
 	if cfg.Fencing == nil {
 		cfg.Fencing = &gate.Config{Analyzer: cur.Fencing.Analyzer}
+	}
+	cfg.Pool = reloadPool(cur.Pool, cfg.Pool)
+	if cfg.Pool != nil {
+		cfg.Fencing = pooledFencing(cfg.Fencing)
 	}
 	s.refusals.setRate(cfg.RefusalLogRate, cfg.RefusalLogBurst)
 	s.live.Store(&cfg)
@@ -258,6 +272,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.closeAll()
 	}
 	s.wg.Wait()
+	if ctx.Err() != nil {
+		s.closePool()
+	}
 	if ctx.Err() != nil || shutdown {
 		return nil
 	}
@@ -314,6 +331,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.log.Info("shutting down", "sessions", len(sessions))
+	defer s.closePool()
 	for _, sess := range sessions {
 		sess.drain()
 	}

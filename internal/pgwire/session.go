@@ -80,6 +80,8 @@ type session struct {
 
 	info sessionInfo // for the admin view (admin.go)
 
+	pooled *pooledState // transaction pool mode (pooled.go); nil in session mode
+
 	checkSent atomic.Int64 // unix ns when the check awaiting its reply went upstream, 0: none (metrics.go)
 
 	// Shutdown state. draining is set by Server.Shutdown (or at creation
@@ -193,6 +195,10 @@ func (s *session) run(ctx context.Context) {
 			e.Hint = se.Hint
 		}
 		s.sendClient(e)
+		return
+	}
+	if s.cfg.Pool != nil {
+		s.runPooled(startup)
 		return
 	}
 	if err := s.timedConnect(startup); err != nil {

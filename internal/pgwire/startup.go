@@ -76,6 +76,11 @@ func (s *session) cancel(req *pgproto3.CancelRequest) {
 		s.log.Info("cancel request with unknown key")
 		return
 	}
+	if up.pooled != nil {
+		if up, ok = up.pooled.pooledCancelKey(); !ok {
+			return // no statement of the session's runs: nothing to cancel
+		}
+	}
 	if err := forwardCancel(up, s.cfg.dialTimeout()); err != nil {
 		s.log.Warn("forward cancel request", "err", err)
 	}

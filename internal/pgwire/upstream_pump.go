@@ -150,8 +150,13 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		default:
 		}
 	}
-	if typ == 'S' && r.Param == "application_name" {
-		s.info.setAppName(r.Value)
+	if typ == 'S' {
+		if r.Param == "application_name" {
+			s.info.setAppName(r.Value)
+		}
+		if s.pooled != nil {
+			s.paramReported(r.Param, r.Value)
+		}
 	}
 	if v.Check && v.Act != gate.Replace {
 		s.checkReplied(v)

@@ -23,6 +23,9 @@ type Conn struct {
 	// Prepared belongs to the borrower: e.g. the server-side prepared
 	// statements on this connection, name -> hash of the Parse body.
 	Prepared map[string]uint64
+	// Borrower is the borrower's too, kept with the connection: e.g. its
+	// buffered reader and writer on NetConn.
+	Borrower any
 
 	Created  time.Time // when the pool got it from Dial
 	Returned time.Time // when it was last released for reuse

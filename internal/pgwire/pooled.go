@@ -1,0 +1,537 @@
+package pgwire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/pool"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Transaction pool mode (Config.Pool). A pooled session authenticates its
+// client itself (clientauth), and holds a server connection of the pool
+// only while it needs one: from the first client message that needs the
+// server (lend) to the ReadyForQuery 'I' that leaves the session idle,
+// with nothing sent unanswered and no extended sequence open; then the
+// upstream reader hands the connection back (pumpLent). Before a lent
+// connection runs the client's first message, setup makes its reported
+// settings the client's and prepares the client's statements it lacks
+// (pooled_setup.go); statements have server names of their own
+// (pooled_names.go).
+//
+// The client reader and the upstream reader agree on when the connection
+// may go back through stateMu: the client reader marks each message it
+// sends (writing), and the upstream reader, finding the session idle while
+// a message is being sent, waits for it (releaseWanted, wrote) and looks
+// again.
+
+// pooledState is a pooled session's state across lendings.
+type pooledState struct {
+	key pool.Key
+	ctx context.Context // ends with the session: bounds waiting for the pool
+	// Under session.stateMu: lent, the connection lent now (nil between
+	// lendings); writing, the client reader is sending a message to it;
+	// releaseWanted, the upstream reader waits for that to end (wrote).
+	lent          *pool.Conn
+	writing       bool
+	releaseWanted bool
+	wrote         chan struct{}
+	done          chan struct{} // closed when the last lending's upstream reader has ended
+
+	// params is the client's view of the settings the server reports
+	// (ParameterStatus), which setup restores on a lent connection.
+	// Written by the upstream reader while lent, by the client reader
+	// between lendings.
+	params map[string]string
+	// stmts are the client's protocol-level statements by server name, as
+	// their Parse went upstream; the gate says which exist
+	// (gate.Session.PooledStatements).
+	stmts map[string]*pgproto3.Parse
+	// ended: the upstream reader of a lending ended the session, and told
+	// the client why.
+	ended atomic.Bool
+}
+
+// lentConn is what pgwire keeps with a server connection of the pool
+// (pool.Conn.Borrower): its buffered reader and writer, and the server
+// name of the Parse that defined its unnamed statement.
+type lentConn struct {
+	r       *reader
+	w       *bufio.Writer
+	unnamed string
+	swept   int // len(Prepared) after the last sweep of dead statements
+}
+
+func borrowed(c *pool.Conn) *lentConn {
+	if lc, ok := c.Borrower.(*lentConn); ok {
+		return lc
+	}
+	lc := &lentConn{r: newReader(c.NetConn), w: bufio.NewWriterSize(toUpstream(c.NetConn), ioBufferSize)}
+	c.Borrower = lc
+	return lc
+}
+
+// settable are the settings PostgreSQL 15 reports that a client can set:
+// setup restores them (their names as ParameterStatus spells them).
+var settable = []string{
+	"application_name", "client_encoding", "DateStyle", "default_transaction_read_only",
+	"IntervalStyle", "standard_conforming_strings", "TimeZone",
+}
+
+// settableName returns the ParameterStatus name of the setting a startup
+// parameter k sets, "" when it is not one of settable.
+func settableName(k string) string {
+	for _, n := range settable {
+		if strings.EqualFold(k, n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// pooledStartupParam says whether a startup parameter (past
+// gate.PooledStartup, which took the fencing settings out) can be kept in
+// transaction pool mode: the settings setup restores, and
+// extra_float_digits at a value that prints floats as the default does.
+func pooledStartupParam(k, v string) bool {
+	switch {
+	case k == "user" || k == "database" || settableName(k) != "":
+		return true
+	case strings.EqualFold(k, "extra_float_digits"):
+		// Since PostgreSQL 12 any value above 0 prints the shortest exact
+		// form, as the default 1 does (drivers send 2 or 3).
+		return v == "1" || v == "2" || v == "3"
+	}
+	return false
+}
+
+// runPooled serves a client, past its startup checks, in transaction pool
+// mode: authentication by the proxy, the first parameters from a lent
+// connection, then the relay.
+func (s *session) runPooled(startup *pgproto3.StartupMessage) {
+	_, rest, _ := gate.PooledStartup(startup.Parameters) // CheckStartup accepted them
+	user, db := rest["user"], rest["database"]
+	if db == "" {
+		db = user
+	}
+	if user == "" {
+		s.sendClient(fatal(codeInvalidAuthorization, "fenceproxy: no PostgreSQL user name specified in startup packet"))
+		return
+	}
+	for _, k := range sortedKeys(rest) {
+		if !pooledStartupParam(k, rest[k]) {
+			s.log.Info("startup parameter refused in transaction pool mode", "param", k)
+			e := fatal(codeFeatureNotSupported, fmt.Sprintf("fenceproxy: startup parameter %s is not supported in transaction pool mode", k))
+			e.Hint = "Set it for the role or database (ALTER ROLE … SET), or inside each transaction with SET LOCAL; or connect to a proxy in session pool mode."
+			s.sendClient(e)
+			return
+		}
+	}
+	if err := s.authenticate(user); err != nil {
+		s.log.Info("client authentication failed", "user", user, "err", err)
+		return
+	}
+	s.cr, s.cw = newReader(s.client), bufio.NewWriterSize(toClient(s.client), ioBufferSize)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s.pooled = &pooledState{key: pool.Key{Database: db, User: user}, ctx: ctx, wrote: make(chan struct{}, 1),
+		params: map[string]string{}, stmts: map[string]*pgproto3.Parse{}}
+	defer s.srv.cancels.remove(s.key)
+	defer s.forgetStatements()
+	s.gate = gate.NewSession(s.cfg.Fencing, startup.Parameters)
+	if err := s.pooledLogin(rest); err != nil {
+		return
+	}
+	s.client.SetDeadline(time.Time{})
+	s.log.Debug("session ready", "user", user, "database", db, "pool_mode", "transaction")
+	s.proxyPooled()
+}
+
+// authenticate verifies the client is user, as the pool's AuthMethod
+// says against its Auth file; trust with no file lets every user in.
+func (s *session) authenticate(user string) error {
+	pc := s.cfg.Pool
+	if pc.Auth == nil {
+		if pc.AuthMethod != clientauth.Trust {
+			s.sendClient(fatal(codeInvalidPassword, `password authentication failed for user "`+user+`"`))
+			return errors.New("no auth_file")
+		}
+		buf, _ := (&pgproto3.AuthenticationOk{}).Encode(nil)
+		_, err := s.client.Write(buf)
+		return err
+	}
+	return clientauth.Authenticate(s.client, user, pc.AuthMethod, pc.Auth)
+}
+
+// pooledLogin tells the client what a server would after authentication:
+// the reported settings, from a lent connection set to the client's
+// startup values, a cancel key of the proxy's own, and ReadyForQuery.
+func (s *session) pooledLogin(startup map[string]string) error {
+	c, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	for k, v := range startup {
+		if n := settableName(k); n != "" {
+			s.pooled.params[n] = v
+		}
+	}
+	for _, n := range settable {
+		if _, ok := s.pooled.params[n]; !ok {
+			s.pooled.params[n] = c.Params[n]
+		}
+	}
+	if err := s.setup(c, true, true); err != nil {
+		return err
+	}
+	s.srv.pool.Release(c, borrowed(c).r.idle())
+	for _, n := range sortedKeys(c.Params) {
+		v := c.Params[n]
+		if settableName(n) != "" {
+			v = s.pooled.params[n]
+		}
+		s.gate.Server(gate.Reply{Type: 'S', Param: n, Value: v})
+		if n == "application_name" {
+			s.info.setAppName(v)
+		}
+		if err := s.writeClient(&pgproto3.ParameterStatus{Name: n, Value: v}); err != nil {
+			return err
+		}
+	}
+	s.key = s.srv.cancels.register(upstreamKey{pid: uint32(s.id), secret: make([]byte, 4), pooled: s})
+	if err := s.writeClient(s.key); err != nil {
+		return err
+	}
+	if err := s.writeClient(&pgproto3.ReadyForQuery{TxStatus: 'I'}); err != nil {
+		return err
+	}
+	return s.cw.Flush()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// acquire gets a server connection from the pool for the session's key;
+// on failure the client has been told why.
+func (s *session) acquire() (*pool.Conn, error) {
+	ctx := s.pooled.ctx
+	c, err := s.srv.pool.Acquire(ctx, s.pooled.key)
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.Is(err, pool.ErrWaitTimeout):
+		s.srv.metrics.refusedConns.WithLabelValues(failPoolWait).Inc()
+		s.log.Warn("no server connection within query_wait_timeout", "user", s.pooled.key.User, "database", s.pooled.key.Database)
+		s.sendClient(fatal(codeTooManyConnections, "fenceproxy: no server connection became free within query_wait_timeout"))
+	case errors.Is(err, pool.ErrClosed), ctx.Err() != nil:
+		s.sendClient(s.stopError())
+	default:
+		s.srv.metrics.refusedConns.WithLabelValues(failUpstreamConnect).Inc()
+		s.log.Warn("upstream connect failed", "err", err)
+		s.sendClient(upstreamConnectError(err))
+	}
+	return nil, err
+}
+
+// upstreamConnectError is what a client is told when the server cannot be
+// reached, or refused the proxy's login: the server's own error when it
+// sent one (a missing database, a bad password in the auth file).
+func upstreamConnectError(err error) *pgproto3.ErrorResponse {
+	e := fatal(codeCannotConnect, "fenceproxy: cannot connect to the upstream server: "+err.Error())
+	var pe interface{ SQLState() string }
+	if errors.As(err, &pe) && pe.SQLState() != "" {
+		e.Code = pe.SQLState()
+	}
+	return e
+}
+
+// proxyPooled relays a pooled session until the client leaves; see
+// proxy for the error paths, which are the same once no upstream reader
+// runs.
+func (s *session) proxyPooled() {
+	s.stateMu.Lock()
+	s.proxying, s.txStatus = true, 'I'
+	draining := s.draining
+	s.stateMu.Unlock()
+	if draining {
+		s.sendClient(s.stopError())
+		return
+	}
+	err := s.pumpPooled()
+	var ce *clientError
+	switch {
+	case errors.As(err, &ce):
+		s.srv.metrics.refusedConns.WithLabelValues(failProtocol).Inc()
+		s.log.Info("client message refused", "err", err)
+		s.quiet.Store(true)
+		s.closeLent()
+		s.waitLending()
+		s.cw.Reset(toClient(s.client))
+		s.sendClient(fatal(ce.code, ce.msg))
+	case s.adminStop.Load() && s.lentNow() == nil:
+		s.waitLending()
+		if s.pooled.done == nil || !s.lendingReported() {
+			s.sendClient(s.stopError())
+		}
+	}
+	s.close()
+	s.waitLending()
+}
+
+// lendingReported reports whether the last lending's upstream reader ended
+// the session itself (and told the client why).
+func (s *session) lendingReported() bool { return s.pooled.ended.Load() }
+
+// pumpPooled reads client messages, lending a server connection for each
+// that needs one and has none.
+func (s *session) pumpPooled() error {
+	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
+	defer relayed.flush()
+	for {
+		typ, n, err := s.cr.header()
+		if err != nil {
+			if s.adminStop.Load() {
+				return nil
+			}
+			return s.clientReadFailed(err)
+		}
+		if err := s.checkClientMessage(typ, n); err != nil {
+			return err
+		}
+		if typ == 'X' {
+			s.terminated.Store(true)
+			return nil
+		}
+		if !s.beginWrite(typ) {
+			// No server connection is lent, and the message needs none:
+			// a Flush with nothing to flush, copy messages outside COPY
+			// (which the server ignores).
+			if err := s.cr.discard(n); err != nil {
+				return s.clientReadFailed(err)
+			}
+			continue
+		}
+		if s.pooled.lent == nil {
+			keep := typ == 'Q' || typ == 'P' && n > 0 && s.cr.peekByte() == 0
+			if err := s.lend(keep); err != nil {
+				return nil // the client has been told
+			}
+		}
+		stop, err := s.clientStep(typ, n, &relayed)
+		if err == nil && !stop && s.cr.idle() {
+			relayed.flush()
+			err = s.uw.Flush()
+		}
+		s.endWrite()
+		if stop || err != nil {
+			return err
+		}
+	}
+}
+
+// beginWrite marks the start of sending a client message of type typ, and
+// reports false when it needs no server connection and none is lent (the
+// message is then dropped).
+func (s *session) beginWrite(typ byte) bool {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.pooled.lent == nil {
+		switch typ {
+		case 'H', 'd', 'c', 'f':
+			return false
+		}
+	}
+	s.pooled.writing = true
+	return true
+}
+
+// endWrite marks the end of sending a client message, waking the upstream
+// reader if it waits to hand the connection back.
+func (s *session) endWrite() {
+	s.stateMu.Lock()
+	s.pooled.writing = false
+	wanted := s.pooled.releaseWanted
+	s.pooled.releaseWanted = false
+	s.stateMu.Unlock()
+	if wanted {
+		if s.uw.Buffered() > 0 {
+			s.uw.Flush()
+		}
+		select {
+		case s.pooled.wrote <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// lend gets a server connection for the session, sets it up for the
+// client, and starts the upstream reader that relays it until it goes
+// back. keepUnnamed: the client message that needs it replaces the
+// unnamed statement (a Query, a Parse of it).
+func (s *session) lend(keepUnnamed bool) error {
+	if s.adminStop.Load() {
+		s.sendClient(s.stopError())
+		return errStopped
+	}
+	s.waitLending()
+	c, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	if err := s.setup(c, keepUnnamed, false); err != nil {
+		return err
+	}
+	lc := borrowed(c)
+	done := make(chan struct{})
+	s.stateMu.Lock()
+	s.pooled.lent, s.pooled.done = c, done
+	s.upstream, s.ur, s.uw = c.NetConn, lc.r, lc.w
+	s.stateMu.Unlock()
+	s.info.setBackendPID(c.PID)
+	go s.pumpLent(c, done)
+	return nil
+}
+
+var errStopped = errors.New("session stopped")
+
+// waitLending waits until the last lending's upstream reader has ended.
+func (s *session) waitLending() {
+	s.stateMu.Lock()
+	done := s.pooled.done
+	s.stateMu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// lentNow returns the connection lent now, or nil.
+func (s *session) lentNow() *pool.Conn {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.pooled.lent
+}
+
+// closeLent closes the connection lent now, if any: its upstream reader
+// then ends and the pool replaces it.
+func (s *session) closeLent() {
+	if c := s.lentNow(); c != nil {
+		c.NetConn.Close()
+	}
+}
+
+// pumpLent relays the lent connection c to the client until it goes back
+// to the pool (at an idle ReadyForQuery) or the session ends.
+func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
+	reusable := false
+	defer func() {
+		s.stateMu.Lock()
+		s.pooled.lent, s.upstream = nil, nil
+		s.stateMu.Unlock()
+		s.info.setBackendPID(0)
+		s.srv.pool.Release(c, reusable)
+		close(done)
+	}()
+	relayed := byteCount{counter: s.srv.metrics.bytesToClient}
+	defer relayed.flush()
+	for {
+		typ, n, err := s.ur.header()
+		if err != nil {
+			s.upstreamReadFailed(err)
+			s.endFromLending()
+			return
+		}
+		if s.upstreamStep(typ, n, &relayed) {
+			s.endFromLending()
+			return
+		}
+		if s.ur.idle() || typ == 'Z' {
+			relayed.flush()
+			if err := s.cw.Flush(); err != nil {
+				s.endFromLending()
+				return
+			}
+		}
+		if typ == 'Z' && s.returnable() {
+			reusable = s.ur.idle()
+			return
+		}
+	}
+}
+
+// endFromLending ends the session from its upstream reader, which has
+// told the client why (or the client is gone).
+func (s *session) endFromLending() {
+	s.pooled.ended.Store(true)
+	if !s.quiet.Load() {
+		s.close()
+	}
+}
+
+// returnable reports, after a ReadyForQuery, whether the lent connection
+// goes back now: the session is idle (status 'I', nothing sent
+// unanswered, no extended sequence open). When the client reader is
+// sending a message meanwhile, it waits for that message and looks again.
+func (s *session) returnable() bool {
+	for {
+		settled := s.gateSettled()
+		s.stateMu.Lock()
+		idle := settled && s.txStatus == 'I' && s.inflight == 0 && !s.extOpen.Load()
+		if !idle {
+			s.stateMu.Unlock()
+			return false
+		}
+		if !s.pooled.writing {
+			s.pooled.lent, s.upstream = nil, nil
+			s.stateMu.Unlock()
+			return true
+		}
+		s.pooled.releaseWanted = true
+		s.stateMu.Unlock()
+		select {
+		case <-s.pooled.wrote:
+		case <-s.closed:
+			return false
+		}
+	}
+}
+
+// paramReported follows a ParameterStatus relayed from the lent
+// connection: the connection's setting and the client's view both change.
+func (s *session) paramReported(name, value string) {
+	if c := s.pooled.lent; c != nil {
+		c.Params[name] = value
+	}
+	if settableName(name) != "" {
+		s.pooled.params[name] = value
+	}
+}
+
+// pooledCancelKey returns the key of the backend lent to s now.
+func (s *session) pooledCancelKey() (upstreamKey, bool) {
+	c := s.lentNow()
+	if c == nil {
+		return upstreamKey{}, false
+	}
+	return upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey}, true
+}

@@ -1,0 +1,120 @@
+package pgwire
+
+import (
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Statement names in transaction pool mode. A client's named
+// protocol-level statement has a name of the proxy's on the server
+// (gate.ServerStatementName, one per Parse), so clients sharing a server
+// connection never meet each other's statements and a statement can be
+// prepared again on another connection under the same name. gate keeps,
+// with each statement it knows confirmed, the server name of its Parse
+// (gate.Msg.Server), and says it for every Bind, Describe and Close of one
+// (gate.Decision.Server); a name that defines nothing is sent as written,
+// and no server statement has a client's name. The unnamed statement stays
+// unnamed (setup makes it the client's). Portals live no longer than a
+// transaction, which a lending outlasts: their names are the client's.
+
+// newStatementName returns the server name for a client's next Parse.
+func (s *session) newStatementName() string {
+	return gate.ServerStatementName(s.srv.nextStatement.Add(1))
+}
+
+// serverStatement returns the name to send for the client's statement
+// name, given the Decision gate made on the message that names it.
+func serverStatement(name string, d *gate.Decision) string {
+	if name == "" || d.Server == "" {
+		return name
+	}
+	return d.Server
+}
+
+// writePooled writes the client's own Parse, Describe or Close (body)
+// upstream with the statement's server name, and keeps what the Parse
+// defines for setup.
+func (s *session) writePooled(typ byte, body []byte, m *gate.Msg, d *gate.Decision) error {
+	switch {
+	case typ == 'P':
+		var p pgproto3.Parse
+		if err := p.Decode(body); err != nil {
+			return protocolViolation("invalid Parse message: " + err.Error())
+		}
+		return s.writeParse(&p, m)
+	case (typ == 'D' || typ == 'C') && m.Object == 'S' && serverStatement(m.Name, d) != m.Name:
+		if typ == 'D' {
+			return s.writeUpstreamOwn(&pgproto3.Describe{ObjectType: 'S', Name: d.Server})
+		}
+		return s.writeUpstreamOwn(&pgproto3.Close{ObjectType: 'S', Name: d.Server})
+	}
+	return s.writeRaw(s.uw, typ, body)
+}
+
+// writeParse writes a Parse of the client's (or gate's replacement of
+// one) under the server name m.Server, and keeps it for setup.
+func (s *session) writeParse(p *pgproto3.Parse, m *gate.Msg) error {
+	sent := &pgproto3.Parse{Name: p.Name, Query: p.Query, ParameterOIDs: p.ParameterOIDs}
+	if sent.Name != "" {
+		sent.Name = m.Server
+	}
+	if err := s.writeUpstreamOwn(sent); err != nil {
+		return err
+	}
+	s.pooled.stmts[m.Server] = sent
+	s.srv.statements.Store(m.Server, struct{}{})
+	c := s.pooled.lent
+	if sent.Name == "" {
+		borrowed(c).unnamed = m.Server
+	} else {
+		c.Prepared[m.Server] = 1
+	}
+	return nil
+}
+
+// writeUpstreamOwn writes msg upstream in place of the client's own
+// message; the caller counts it sent.
+func (s *session) writeUpstreamOwn(msg pgproto3.FrontendMessage) error {
+	buf, err := msg.Encode(s.encBuf[:0])
+	if err != nil {
+		return err
+	}
+	s.encBuf = buf
+	_, err = s.uw.Write(buf)
+	return err
+}
+
+// replacePooled writes gate's replacement of a client's Parse under its
+// server name; other replacements go as gate made them.
+func (s *session) replacePooled(d *gate.Decision, m *gate.Msg) (bool, error) {
+	p, ok := d.Replace.(*pgproto3.Parse)
+	if !ok || m.Type != 'P' {
+		return false, nil
+	}
+	if err := s.writeParse(p, m); err != nil {
+		return true, err
+	}
+	s.sent('P')
+	return true, nil
+}
+
+// pooledMessage carries out d on the client's Query, Parse, Execute,
+// Describe or Close (m, its body) in transaction pool mode: as
+// clientMessage does, with statement names made the server's.
+func (s *session) pooledMessage(typ byte, body []byte, m *gate.Msg, d *gate.Decision) error {
+	replacement := d.Replace
+	if typ == 'P' && replacement != nil {
+		d.Replace, d.Drop = nil, true // written below, under its server name
+	}
+	own, err := s.applyBefore(*d)
+	if err == nil && replacement != nil && typ == 'P' {
+		d.Replace = replacement
+		_, err = s.replacePooled(d, m)
+	}
+	if err == nil && own {
+		if err = s.writePooled(typ, body, m, d); err == nil {
+			s.sent(typ)
+		}
+	}
+	return s.applyAfter(*d, err)
+}

@@ -1,0 +1,276 @@
+package pgwire
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/pool"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// A setup readies a lent server connection for the client before any
+// message of the client's reaches it, in one exchange hidden from the
+// client and from gate:
+//
+//   - the settings PostgreSQL reports are set to the client's view of them
+//     (client_encoding first, in a Query of its own, since the server reads
+//     the next Query's text in it), and the server's ParameterStatus must
+//     then show every one as the client's, or the session ends: gate's
+//     lexing rule reads them;
+//   - statements of clients that no longer have them are closed, now and
+//     then (sweep);
+//   - the client's statements the connection lacks are prepared again,
+//     each with a Sync of its own so that one that fails now (its table
+//     dropped) leaves the others; it is then missing on this connection,
+//     and a Bind of it fails there as a Bind of a missing statement does;
+//   - the unnamed statement is made the client's (or closed), unless the
+//     client's first message replaces it anyway (a Query, a Parse of it).
+//
+// Nothing is sent when nothing differs: the common lending costs no round
+// trip.
+
+// setupGroup is one unit of a setup, answered up to its ReadyForQuery.
+type setupGroup struct {
+	query  bool   // a Query of SETs: an error ends the session
+	parse  string // a Parse of this server name ("" none)
+	closes []string
+	failed *pgproto3.ErrorResponse
+}
+
+// setup readies c for the session. keepUnnamed: the client's first
+// message replaces the unnamed statement itself. At login (s.pooled
+// params taken from the startup packet) the server's values are adopted
+// instead of checked.
+func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
+	lc := borrowed(c)
+	var msgs []pgproto3.FrontendMessage
+	var groups []setupGroup
+	if q := s.setQuery(c, true); q != "" {
+		msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
+	}
+	if q := s.setQuery(c, false); q != "" {
+		msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
+	}
+	live := s.liveStatements()
+	closes := s.sweep(c, lc)
+	want := ""
+	for server, name := range live {
+		if name == "" {
+			want = server
+		}
+	}
+	if !keepUnnamed && want != lc.unnamed && want == "" {
+		closes = append(closes, "")
+	}
+	if len(closes) > 0 {
+		for _, name := range closes {
+			msgs = append(msgs, &pgproto3.Close{ObjectType: 'S', Name: name})
+		}
+		msgs, groups = append(msgs, &pgproto3.Sync{}), append(groups, setupGroup{closes: closes})
+	}
+	for server, name := range live {
+		p := s.pooled.stmts[server]
+		if p == nil || name == "" && (keepUnnamed || lc.unnamed == server) {
+			continue
+		}
+		if _, ok := c.Prepared[server]; ok && name != "" {
+			continue
+		}
+		msgs = append(msgs, p, &pgproto3.Sync{})
+		groups = append(groups, setupGroup{parse: server})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := s.runSetup(c, lc, msgs, groups); err != nil {
+		return err
+	}
+	return s.checkSettings(c, login)
+}
+
+// setQuery returns the SETs that make c's reported settings the client's:
+// only client_encoding when encoding, the others otherwise; "" for none.
+// Values are E” literals, read alike under either
+// standard_conforming_strings.
+func (s *session) setQuery(c *pool.Conn, encoding bool) string {
+	var b strings.Builder
+	for _, n := range settable {
+		if (n == "client_encoding") != encoding {
+			continue
+		}
+		v := s.pooled.params[n]
+		if c.Params[n] == v {
+			continue
+		}
+		fmt.Fprintf(&b, "SET %s TO %s;", n, escapeLiteral(v))
+	}
+	return b.String()
+}
+
+// escapeLiteral quotes v as an E” string literal.
+func escapeLiteral(v string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+// liveStatements returns the client's statements the server confirmed, by
+// server name, with their client names ("" the unnamed one); the Parses
+// kept of any others are forgotten.
+func (s *session) liveStatements() map[string]string {
+	live := map[string]string{}
+	s.gateMu.Lock()
+	if g, ok := s.gate.(interface {
+		PooledStatements(func(name, server string))
+	}); ok {
+		g.PooledStatements(func(name, server string) { live[server] = name })
+	}
+	s.gateMu.Unlock()
+	for server := range s.pooled.stmts {
+		if _, ok := live[server]; !ok {
+			delete(s.pooled.stmts, server)
+			s.srv.statements.Delete(server)
+		}
+	}
+	return live
+}
+
+// sweep returns the statements on c that no session has any more, when c
+// holds twice as many as after the last sweep (and at least 64 more):
+// each setup thus costs no look-up of them.
+func (s *session) sweep(c *pool.Conn, lc *lentConn) []string {
+	if len(c.Prepared) < 2*lc.swept+64 {
+		return nil
+	}
+	var dead []string
+	for name := range c.Prepared {
+		if _, ok := s.srv.statements.Load(name); !ok {
+			dead = append(dead, name)
+		}
+	}
+	lc.swept = len(c.Prepared) - len(dead)
+	return dead
+}
+
+// forgetStatements marks the session's statements dead when it ends: the
+// next sweep of a connection that has them closes them there.
+func (s *session) forgetStatements() {
+	for server := range s.pooled.stmts {
+		s.srv.statements.Delete(server)
+	}
+}
+
+// runSetup sends msgs and reads the answer of each group.
+func (s *session) runSetup(c *pool.Conn, lc *lentConn, msgs []pgproto3.FrontendMessage, groups []setupGroup) error {
+	c.NetConn.SetDeadline(time.Now().Add(s.cfg.startupTimeout()))
+	defer c.NetConn.SetDeadline(time.Time{})
+	for _, m := range msgs {
+		buf, err := m.Encode(s.encBuf[:0])
+		if err != nil {
+			return s.setupFailed(c, err)
+		}
+		s.encBuf = buf
+		if _, err := lc.w.Write(buf); err != nil {
+			return s.setupFailed(c, err)
+		}
+	}
+	if err := lc.w.Flush(); err != nil {
+		return s.setupFailed(c, err)
+	}
+	for i := range groups {
+		if err := s.readSetupGroup(c, lc, &groups[i]); err != nil {
+			return s.setupFailed(c, err)
+		}
+	}
+	for _, g := range groups {
+		switch {
+		case g.query && g.failed != nil:
+			s.srv.pool.Release(c, lc.r.idle())
+			e := *g.failed
+			e.Severity, e.SeverityUnlocalized = "FATAL", "FATAL"
+			s.sendClient(&e)
+			return fmt.Errorf("setting the client's parameters: %s", g.failed.Message)
+		case g.parse != "" && g.failed == nil:
+			if s.pooled.stmts[g.parse].Name == "" {
+				lc.unnamed = g.parse
+			} else {
+				c.Prepared[g.parse] = 1
+			}
+		case g.parse != "":
+			if s.pooled.stmts[g.parse].Name == "" {
+				lc.unnamed = ""
+			}
+		case g.closes != nil && g.failed == nil:
+			for _, name := range g.closes {
+				if name == "" {
+					lc.unnamed = ""
+				}
+				delete(c.Prepared, name)
+			}
+		}
+	}
+	return nil
+}
+
+// readSetupGroup reads the replies to one group up to its ReadyForQuery.
+func (s *session) readSetupGroup(c *pool.Conn, lc *lentConn, g *setupGroup) error {
+	for {
+		typ, n, err := lc.r.header()
+		if err != nil {
+			return err
+		}
+		body, err := lc.r.body(n)
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case 'Z':
+			return nil
+		case 'E':
+			var e pgproto3.ErrorResponse
+			if err := e.Decode(body); err != nil {
+				return err
+			}
+			if e.Severity == "FATAL" || e.Severity == "PANIC" {
+				return fmt.Errorf("server error: %s", e.Message)
+			}
+			g.failed = &e
+		case 'S':
+			var ps pgproto3.ParameterStatus
+			if err := ps.Decode(body); err != nil {
+				return err
+			}
+			c.Params[ps.Name] = ps.Value
+		case 'C', '1', '3', 'N', 'A':
+		default:
+			return fmt.Errorf("unexpected reply %q to the proxy's setup", typ)
+		}
+	}
+}
+
+// setupFailed closes c, which the setup left in a state not known, and
+// tells the client.
+func (s *session) setupFailed(c *pool.Conn, err error) error {
+	s.srv.pool.Release(c, false)
+	s.log.Warn("setting up a server connection failed", "err", err)
+	s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
+	return err
+}
+
+// checkSettings makes sure the server now reports the client's view of
+// every setting setup restores; at login it takes the server's instead
+// (the client's startup values, as the server spells them).
+func (s *session) checkSettings(c *pool.Conn, login bool) error {
+	for _, n := range settable {
+		if login {
+			s.pooled.params[n] = c.Params[n]
+			continue
+		}
+		if c.Params[n] != s.pooled.params[n] {
+			s.srv.pool.Release(c, false)
+			s.log.Error("server connection setting differs from the client's after setup", "param", n)
+			s.sendClient(fatal(codeInternalError, "fenceproxy: could not give the server connection the client's "+n+"; the session cannot continue"))
+			return fmt.Errorf("setting %s not restored", n)
+		}
+	}
+	return nil
+}
