@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -117,6 +118,35 @@ type Config struct {
 	// transaction before closing them with 57P01 (default 30s).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
+	// PoolMode is "session" (default: each client has its own server
+	// connection for its whole life, its login relayed to the server) or
+	// "transaction": the proxy authenticates clients itself (AuthType,
+	// AuthFile) and lends them shared server connections per (database,
+	// user) for one transaction at a time. PgBouncer's pool_mode. The other
+	// pool keys only count in transaction mode.
+	PoolMode string `yaml:"pool_mode"`
+	// PoolSize bounds the server connections per (database, user)
+	// (default 20; PgBouncer's default_pool_size).
+	PoolSize int `yaml:"pool_size"`
+	// QueryWaitTimeout bounds a client's wait for a server connection
+	// (default 120s); it is then closed with 53300.
+	QueryWaitTimeout time.Duration `yaml:"query_wait_timeout"`
+	// ServerIdleTimeout closes a server connection idle this long
+	// (default 600s).
+	ServerIdleTimeout time.Duration `yaml:"server_idle_timeout"`
+	// ServerLifetime closes a server connection this old when it is
+	// returned (default 3600s).
+	ServerLifetime time.Duration `yaml:"server_lifetime"`
+	// AuthType is how clients prove who they are in transaction mode:
+	// trust, password, md5 or scram-sha-256 (default), as
+	// clientauth.ParseMethod reads it.
+	AuthType string `yaml:"auth_type"`
+	// AuthFile is a PgBouncer-format userlist ("user" "secret" lines); the
+	// proxy logs in to the server with the plain password it has for the
+	// client's user. Required in transaction mode unless AuthType is
+	// trust. Read by serve, at start and on SIGHUP.
+	AuthFile string `yaml:"auth_file"`
+
 	// GuardVerify is what serve does when admin_dsn is set and the
 	// database guard (fenceproxy protect) does not match resources:
 	// "warn" (default: log it) or "strict" (refuse to start).
@@ -154,6 +184,13 @@ func Default() Config {
 		Relay:      "loop",
 
 		GuardVerify: "warn",
+
+		PoolMode:          "session",
+		PoolSize:          20,
+		QueryWaitTimeout:  120 * time.Second,
+		ServerIdleTimeout: 600 * time.Second,
+		ServerLifetime:    3600 * time.Second,
+		AuthType:          "scram-sha-256",
 
 		LogLevel:        "info",
 		LogFormat:       "text",
@@ -302,6 +339,7 @@ func (c *Config) Validate() error {
 	c.validateLimits(p)
 	c.validateLogs(p)
 	p.oneOf("guard_verify", c.GuardVerify, "warn", "strict")
+	c.validatePool(p)
 	c.validateResources(p)
 	return p.err()
 }
@@ -396,6 +434,36 @@ func (c *Config) validateLimits(p *problems) {
 		if d.v <= 0 {
 			p.add(d.key, d.key, "%s, want a positive duration such as \"10s\"", d.v)
 		}
+	}
+}
+
+// validatePool checks the transaction pool keys. Their values are checked
+// in either mode; auth_file is required only in transaction mode.
+func (c *Config) validatePool(p *problems) {
+	p.oneOf("pool_mode", c.PoolMode, "session", "transaction")
+	if c.PoolSize < 1 {
+		p.add("pool_size", "pool_size", "%d, want at least 1", c.PoolSize)
+	}
+	// Zero is refused rather than read as PgBouncer reads it (no limit, or
+	// for server_lifetime one use per connection).
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"query_wait_timeout", c.QueryWaitTimeout},
+		{"server_idle_timeout", c.ServerIdleTimeout},
+		{"server_lifetime", c.ServerLifetime},
+	} {
+		if d.v <= 0 {
+			p.add(d.key, d.key, "%s, want a positive duration such as \"120s\"", d.v)
+		}
+	}
+	method, err := clientauth.ParseMethod(c.AuthType)
+	if err != nil {
+		p.add("auth_type", "auth_type", "%q is not one of trust, password, md5, scram-sha-256", c.AuthType)
+	}
+	if c.PoolMode == "transaction" && c.AuthFile == "" && (err != nil || method != clientauth.Trust) {
+		p.add("pool_mode", "auth_file", "required with pool_mode: transaction unless auth_type is trust: the proxy authenticates clients itself")
 	}
 }
 

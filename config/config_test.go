@@ -24,6 +24,13 @@ func TestParse(t *testing.T) {
 				c.MaxClientConns, c.MaxMessageBytes, c.AnalysisCacheBytes = 7, 4096, 0
 				return c
 			}()},
+		{name: "pool keys", yaml: "pool_mode: transaction\npool_size: 8\nquery_wait_timeout: 5s\nserver_idle_timeout: 1m\nserver_lifetime: 2h\nauth_type: md5\nauth_file: /etc/fenceproxy/userlist.txt\n",
+			want: func() Config {
+				c := Default()
+				c.PoolMode, c.PoolSize, c.AuthType, c.AuthFile = "transaction", 8, "md5", "/etc/fenceproxy/userlist.txt"
+				c.QueryWaitTimeout, c.ServerIdleTimeout, c.ServerLifetime = 5*time.Second, time.Minute, 2*time.Hour
+				return c
+			}()},
 		{name: "bad duration names line", yaml: "listen: a:1\nstartup_timeout: soon\n", wantErr: "proxy.yaml:2:"},
 		{name: "bare number is not a duration", yaml: "startup_timeout: 10\n", wantErr: "proxy.yaml:1: cannot unmarshal !!int `10` into time.Duration"},
 		{name: "unknown key beside new keys", yaml: "client_tls: allow\nclient_tsl: require\n",
@@ -149,6 +156,72 @@ func TestValidateTLSAndLimits(t *testing.T) {
 				t.Fatalf("Validate = %v, want it to contain %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestPoolDefaults: session mode, and PgBouncer's defaults for the pool
+// keys.
+func TestPoolDefaults(t *testing.T) {
+	c := Default()
+	if c.PoolMode != "session" || c.PoolSize != 20 || c.QueryWaitTimeout != 120*time.Second ||
+		c.ServerIdleTimeout != 600*time.Second || c.ServerLifetime != 3600*time.Second ||
+		c.AuthType != "scram-sha-256" || c.AuthFile != "" {
+		t.Errorf("pool defaults: %+v", c)
+	}
+}
+
+func TestValidatePool(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		wantErr string
+	}{
+		{"transaction with auth_file", func(c *Config) { c.PoolMode, c.AuthFile = "transaction", "users.txt" }, ""},
+		{"transaction without auth_file", func(c *Config) { c.PoolMode = "transaction" },
+			"auth_file: required with pool_mode: transaction unless auth_type is trust"},
+		{"transaction, md5, without auth_file", func(c *Config) { c.PoolMode, c.AuthType = "transaction", "md5" }, "auth_file: required"},
+		{"transaction, trust, without auth_file", func(c *Config) { c.PoolMode, c.AuthType = "transaction", "trust" }, ""},
+		{"transaction with token_scope transaction", func(c *Config) { c.PoolMode, c.AuthFile, c.TokenScope = "transaction", "users.txt", "transaction" }, ""},
+		{"session ignores a missing auth_file", func(c *Config) { c.AuthType = "md5" }, ""},
+		{"unknown pool_mode", func(c *Config) { c.PoolMode = "statement" }, `pool_mode: "statement" is neither "session" nor "transaction"`},
+		{"zero pool_size", func(c *Config) { c.PoolSize = 0 }, "pool_size: 0, want at least 1"},
+		{"zero query_wait_timeout", func(c *Config) { c.QueryWaitTimeout = 0 }, "query_wait_timeout: 0s, want a positive duration"},
+		{"negative server_idle_timeout", func(c *Config) { c.ServerIdleTimeout = -time.Second }, "server_idle_timeout: -1s, want a positive duration"},
+		{"zero server_lifetime", func(c *Config) { c.ServerLifetime = 0 }, "server_lifetime: 0s, want a positive duration"},
+		{"unknown auth_type", func(c *Config) { c.AuthType = "scram" }, `auth_type: "scram" is not one of trust, password, md5, scram-sha-256`},
+		{"auth_type is case-sensitive", func(c *Config) { c.AuthType = "MD5" }, `auth_type: "MD5" is not one of`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestPoolProblemsWithTheirLines: a missing auth_file is placed at
+// pool_mode's line, the key that asks for it.
+func TestPoolProblemsWithTheirLines(t *testing.T) {
+	const file = "listen: 127.0.0.1:6432\npool_mode: transaction\npool_size: 0\nauth_type: plain\n"
+	c := Default()
+	got := Problems(Join(c.Parse("f.yaml", []byte(file)), c.Validate()))
+	want := []string{
+		"f.yaml:3: pool_size: 0, want at least 1",
+		`f.yaml:4: auth_type: "plain" is not one of trust, password, md5, scram-sha-256`,
+		"f.yaml:2: auth_file: required with pool_mode: transaction unless auth_type is trust: the proxy authenticates clients itself",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

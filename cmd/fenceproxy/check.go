@@ -14,9 +14,10 @@ const configUsage = `Usage: fenceproxy config check FILE
 
 Checks the configuration serve would run with: FILE over the defaults, then
 the environment (FENCEPROXY_*), the secret files (admin_dsn_file,
-admin_token_file) and the TLS files (tls_cert, tls_key, upstream_ca). It
-prints every problem, each with the file and line it comes from, and exits
-1; or prints "FILE: ok" and exits 0. It opens no port and no connection.
+admin_token_file), the TLS files (tls_cert, tls_key, upstream_ca) and, with
+pool_mode: transaction, auth_file. It prints every problem, each with the
+file and line it comes from, and exits 1; or prints "FILE: ok" and exits 0.
+It opens no port and no connection.
 fenceproxy serve --check [FILE] [flags] checks the same with serve's flags.
 
 `
@@ -43,14 +44,22 @@ func runConfig(_ context.Context, args []string, getenv func(string) string, std
 }
 
 // checkConfig loads the configuration as serve would, and the TLS material
-// it names, and prints every problem (exit 1) or "ok".
+// and auth file it names, and prints every problem (exit 1) or "ok"; the
+// auth file's warning (group or world access) is printed either way.
 func checkConfig(path string, getenv func(string) string, flags map[string]string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(path, getenv, flags)
+	var warning error
 	if err == nil {
-		_, err = tlsSettings(cfg, &pgwire.Config{})
+		_, tlsErr := tlsSettings(cfg, &pgwire.Config{})
+		var poolErr error
+		_, warning, poolErr = poolConfig(cfg)
+		err = config.Join(tlsErr, poolErr)
 	}
 	if path == "" {
 		path = "(defaults, environment and flags)"
+	}
+	if warning != nil {
+		fmt.Fprintln(stderr, "warning:", warning)
 	}
 	if err != nil {
 		problems := config.Problems(err)

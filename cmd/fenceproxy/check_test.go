@@ -55,3 +55,39 @@ func TestServeCheckOpensNoPort(t *testing.T) {
 		t.Errorf("serve --check --listen nonsense: exit %d, stderr:\n%s", exitCode(err), errOut.String())
 	}
 }
+
+// TestConfigCheckReadsTheAuthFile: in transaction mode config check
+// loads auth_file as serve would: a missing one is a problem beside the
+// others, a world-readable one is ok with a warning, and pool keys Validate
+// refuses are listed at their lines.
+func TestConfigCheckReadsTheAuthFile(t *testing.T) {
+	dir := t.TempDir()
+	missing := dir + "/missing.txt"
+	bad := writeFile(t, dir, "bad.yaml", "pool_mode: transaction\nauth_file: "+missing+"\n")
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"config", "check", bad}, &out, &errOut)
+	if exitCode(err) != 1 || !strings.Contains(errOut.String(), "auth_file: open "+missing) {
+		t.Errorf("missing auth file: exit %d, stderr:\n%s", exitCode(err), errOut.String())
+	}
+
+	errOut.Reset()
+	invalid := writeFile(t, dir, "invalid.yaml", "pool_mode: transaction\npool_size: 0\nauth_type: plain\n")
+	err = run(context.Background(), []string{"config", "check", invalid}, &out, &errOut)
+	for _, want := range []string{
+		invalid + ":2: pool_size: 0, want at least 1",
+		invalid + `:3: auth_type: "plain" is not one of`,
+		invalid + ":1: auth_file: required with pool_mode: transaction",
+	} {
+		if exitCode(err) != 1 || !strings.Contains(errOut.String(), want) {
+			t.Errorf("exit %d, stderr lacks %q:\n%s", exitCode(err), want, errOut.String())
+		}
+	}
+
+	errOut.Reset()
+	open := writeFile(t, dir, "userlist.txt", `"alice" "x"`+"\n") // 0644
+	good := writeFile(t, dir, "good.yaml", "pool_mode: transaction\nauth_file: "+open+"\n")
+	err = run(context.Background(), []string{"config", "check", good}, &out, &errOut)
+	if err != nil || out.String() != good+": ok\n" || !strings.Contains(errOut.String(), "warning: auth file "+open+" has group or world access") {
+		t.Errorf("world-readable auth file: %v, stdout %q, stderr:\n%s", err, out.String(), errOut.String())
+	}
+}

@@ -48,15 +48,19 @@ func (r *reloader) reload() {
 	next, err := loadConfig(r.path, r.getenv, r.flags)
 	var kept []string
 	var pcfg pgwire.Config
+	var warning error
 	if err == nil {
 		kept = keepRestartSettings(&next, r.cur)
-		pcfg, err = serverConfig(next, r.analyzer)
+		pcfg, warning, err = serverConfig(next, r.analyzer) // reads auth_file again
 	}
 	if err != nil {
 		r.metrics.failed()
 		r.log.Error("SIGHUP: configuration not reloaded: it has problems; the one in force stays",
 			"config", r.path, "problems", len(config.Problems(err)), "err", err)
 		return
+	}
+	if warning != nil {
+		r.log.Warn("SIGHUP: " + warning.Error())
 	}
 	if len(kept) > 0 {
 		r.log.Warn("SIGHUP: settings that need a restart were changed; they keep their value until then", "keys", kept)
@@ -82,6 +86,8 @@ func keepRestartSettings(next *config.Config, cur config.Config) []string {
 	keep(&kept, "admin_dsn", &next.AdminDSN, cur.AdminDSN)
 	keep(&kept, "admin_token", &next.AdminToken, cur.AdminToken)
 	keep(&kept, "guard_verify", &next.GuardVerify, cur.GuardVerify)
+	// A Server has its pool, or none, for life.
+	keep(&kept, "pool_mode", &next.PoolMode, cur.PoolMode)
 	keep(&kept, "analysis_cache_bytes", &next.AnalysisCacheBytes, cur.AnalysisCacheBytes) // the analyzer outlives reloads
 	return kept
 }

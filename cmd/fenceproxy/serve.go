@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/config"
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
 	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/fenceproxy/fenceproxy/internal/fencestorepgx"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
@@ -20,22 +22,25 @@ import (
 const serveUsage = `Usage: fenceproxy serve [FILE | --config FILE] [--listen ADDR] [--upstream ADDR]
 
 Runs the PostgreSQL wire-protocol proxy. Point your application's DSN at the
-listen address; database, user and password pass through to the upstream.
+listen address; database, user and password pass through to the upstream
+(with pool_mode: transaction the proxy checks them itself against auth_file).
 
 Settings come from, weakest first: defaults, the YAML file given by --config,
 the environment (FENCEPROXY_LISTEN, FENCEPROXY_UPSTREAM,
 FENCEPROXY_METRICS_LISTEN, FENCEPROXY_LOG_LEVEL, FENCEPROXY_LOG_FORMAT, and
 the secrets FENCEPROXY_ADMIN_DSN, FENCEPROXY_ADMIN_TOKEN), then flags. Fencing
 policy (default_resource, resources, reads, admin_dsn or admin_dsn_file), TLS,
-limits, timeouts and logs (log_level, log_format) live in the file; see the
-docs/configuration.md and docs/operations.md.
+limits, timeouts, logs (log_level, log_format) and pooling (pool_mode,
+auth_type, auth_file, …) live in the file; see docs/configuration.md and
+docs/operations.md.
 
 SIGTERM or SIGINT: stop accepting, close idle sessions, let transactions
 finish within shutdown_timeout, exit 0. A second SIGTERM or SIGINT during
 that exits at once, with status 128 + the signal (143, 130). SIGHUP: read the
-whole configuration again; new sessions get it, a file with problems changes
-nothing, and keys that need a restart (listen, upstream, metrics_listen, …)
-keep their value (docs/operations.md, "Reload"). --check: check it and exit.
+whole configuration (and auth_file) again; new sessions get it, a file with
+problems changes nothing, and keys that need a restart (listen, upstream,
+metrics_listen, pool_mode, …) keep their value (docs/operations.md,
+"Reload"). --check: check it and exit.
 
 Flags:
 `
@@ -139,9 +144,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	pcfg, err := serverConfig(cfg, nil)
+	pcfg, warning, err := serverConfig(cfg, nil)
 	if err != nil {
 		return err
+	}
+	if warning != nil {
+		log.Warn(warning.Error())
 	}
 	pcfg.Logger = log
 	reg := newRegistry()
@@ -158,7 +166,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	stopHup := watchHangup(reloads.reload)
 	defer stopHup()
 	log.Info("fenceproxy listening", "listen", ln.Addr().String(), "upstream", cfg.Upstream,
-		"client_tls", cfg.ClientTLS, "tls", cfg.TLSCert != "" && cfg.ClientTLS != "disable", "upstream_tls", cfg.UpstreamTLS)
+		"pool_mode", cfg.PoolMode, "client_tls", cfg.ClientTLS, "tls", cfg.TLSCert != "" && cfg.ClientTLS != "disable", "upstream_tls", cfg.UpstreamTLS)
 	warnTLS(log, cfg.ClientTLS, pcfg)
 	if cfg.MetricsListen != "" {
 		stopHTTP, err := serveHTTP(cfg.MetricsListen, cfg.DebugPprof, reg, srv, cfg.Upstream, cfg.AdminToken, log)
@@ -193,10 +201,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // serverConfig turns cfg into the proxy server's settings, reading the TLS
-// files it names; analyzer is the one in use (nil: a new one). The caller
-// sets Logger and Metrics.
-func serverConfig(cfg config.Config, analyzer *gate.Analyzer) (pgwire.Config, error) {
-	pcfg := pgwire.Config{
+// files it names and, in transaction pool mode, the auth file; analyzer is
+// the one in use (nil: a new one). The caller sets Logger and Metrics, and
+// logs warning when it is not nil (poolConfig's).
+func serverConfig(cfg config.Config, analyzer *gate.Analyzer) (pcfg pgwire.Config, warning, err error) {
+	pcfg = pgwire.Config{
 		Upstream:        cfg.Upstream,
 		DialTimeout:     cfg.UpstreamConnectTimeout,
 		StartupTimeout:  cfg.StartupTimeout,
@@ -207,8 +216,38 @@ func serverConfig(cfg config.Config, analyzer *gate.Analyzer) (pgwire.Config, er
 		RefusalLogBurst: cfg.RefusalLogBurst,
 		Fencing:         fencingConfig(cfg, analyzer),
 	}
-	_, err := tlsSettings(cfg, &pcfg)
-	return pcfg, err
+	if _, err := tlsSettings(cfg, &pcfg); err != nil {
+		return pcfg, nil, err
+	}
+	pcfg.Pool, warning, err = poolConfig(cfg)
+	return pcfg, warning, err
+}
+
+// poolConfig returns transaction pool mode's settings, with auth_file
+// loaded (read again on every call, so a reload sees new users); nil in
+// session mode. warning is clientauth.Load's: the file is readable by group
+// or others. With auth_type trust and no auth_file, Auth is nil.
+func poolConfig(cfg config.Config) (pc *pgwire.PoolConfig, warning, err error) {
+	if cfg.PoolMode != "transaction" {
+		return nil, nil, nil
+	}
+	method, err := clientauth.ParseMethod(cfg.AuthType)
+	if err != nil {
+		return nil, nil, fmt.Errorf("auth_type: %w", err) // Validate refuses it first
+	}
+	pc = &pgwire.PoolConfig{
+		Size:        cfg.PoolSize,
+		WaitTimeout: cfg.QueryWaitTimeout,
+		IdleTimeout: cfg.ServerIdleTimeout,
+		Lifetime:    cfg.ServerLifetime,
+		AuthMethod:  method,
+	}
+	if cfg.AuthFile != "" {
+		if pc.Auth, warning, err = clientauth.Load(cfg.AuthFile); err != nil {
+			return nil, nil, fmt.Errorf("auth_file: %w", err)
+		}
+	}
+	return pc, warning, nil
 }
 
 // fencingConfig turns the file's resources into the gate's policy, with
