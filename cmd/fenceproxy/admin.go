@@ -27,6 +27,7 @@ func connectAdmin(ctx context.Context, dsn string) (*pgx.Conn, error) {
 //
 //	GET  /admin/sessions                 the sessions open now (pgwire.SessionInfo)
 //	GET  /admin/resources                resources seen (pgwire.ResourceInfo)
+//	GET  /admin/pools                    transaction pool mode's pools (pgwire.PoolInfo); none in session mode
 //	POST /admin/sessions/{id}/terminate  end one session (57P01 to its client)
 //
 // Read-only but for terminate. Only loopback clients may use it, unless
@@ -38,6 +39,9 @@ func handleAdmin(mux *http.ServeMux, srv *pgwire.Server, token string, log *slog
 	}))
 	mux.Handle("GET /admin/resources", adminOnly(token, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"resources": nonNil(srv.Resources())})
+	}))
+	mux.Handle("GET /admin/pools", adminOnly(token, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"pools": nonNil(srv.PoolList())})
 	}))
 	mux.Handle("POST /admin/sessions/{id}/terminate", adminOnly(token, func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)

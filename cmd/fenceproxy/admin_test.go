@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 )
 
 // TestAdminRefusesRemoteClients: without admin_token the admin view serves
@@ -32,5 +36,26 @@ func TestAdminRefusesRemoteClients(t *testing.T) {
 		if w.Code != c.want {
 			t.Errorf("%s: %d, want %d", c.name, w.Code, c.want)
 		}
+	}
+}
+
+// TestAdminPoolsEmptyInSessionMode: GET /admin/pools answers an empty
+// list, not null, when the proxy does not pool.
+func TestAdminPoolsEmptyInSessionMode(t *testing.T) {
+	mux := http.NewServeMux()
+	handleAdmin(mux, pgwire.NewServer(pgwire.Config{Upstream: "127.0.0.1:1"}), "", slog.New(slog.DiscardHandler))
+	r := httptest.NewRequest("GET", "/admin/pools", nil)
+	r.RemoteAddr = "127.0.0.1:5000"
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /admin/pools: %d %s, want 200 application/json", w.Code, w.Header().Get("Content-Type"))
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("%v: %s", err, w.Body)
+	}
+	if got := string(body["pools"]); got != "[]" || len(body) != 1 {
+		t.Errorf("GET /admin/pools = %s, want {\"pools\": []}", w.Body)
 	}
 }

@@ -125,5 +125,11 @@
 // fenceproxy_relayed_sessions_total{relay} and
 // fenceproxy_event_loop_leaves_total{reason}; every known label value is
 // exported at 0 from the start. docs/operations.md has them all.
-// Label values come from fixed lists.
+// Label values come from fixed lists, except database and user on
+// transaction pool mode's per-pool families (pool_metrics.go:
+// fenceproxy_pool_server_connections{state}, fenceproxy_pool_clients_waiting,
+// fenceproxy_pool_waits_total, fenceproxy_pool_server_dials_total and
+// fenceproxy_pool_server_closes_total, read from the pool at scrape, no
+// series in session mode), beside fenceproxy_pool_wait_duration_seconds and
+// fenceproxy_pool_wait_timeouts_total.
 package pgwire
