@@ -129,22 +129,11 @@ func newTxnComparison(tb testing.TB, scale int) *txnComparison {
 	return c
 }
 
-// startFenceproxyTxn starts `fenceproxy serve` in transaction pool mode,
-// trusting the superuser (listed in its auth file with an empty password,
-// PostgreSQL trusting it on loopback), serving the profiler.
+// startFenceproxyTxn starts `fenceproxy serve` in transaction pool mode
+// (harness.TransactionPoolSettings), serving the profiler.
 func (c *txnComparison) startFenceproxyTxn(upstream string) (*benchTarget, error) {
-	authFile := filepath.Join(c.tb.TempDir(), "userlist.txt")
-	writeScript(c.tb, authFile, fmt.Sprintf("%q \"\"\n", pgcluster.Superuser))
 	c.metricsAddr = freeAddr(c.tb)
-	settings := fmt.Sprintf(`upstream_tls: disable
-max_client_conns: 300
-pool_mode: transaction
-pool_size: %d
-auth_type: trust
-auth_file: %s
-metrics_listen: %s
-debug_pprof: true
-`, txnPoolSize, authFile, c.metricsAddr)
+	settings := harness.TransactionPoolSettings(c.tb, txnPoolSize) + "metrics_listen: " + c.metricsAddr + "\ndebug_pprof: true\n"
 	p, err := harness.StartProxyProcessConfig(c.tb, upstream, settings)
 	if err != nil {
 		return nil, err
