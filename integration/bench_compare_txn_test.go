@@ -194,13 +194,13 @@ func txnPairs(c *txnComparison) []pair {
 		ps = append(ps, p)
 	}
 	for _, mode := range []string{"simple", "extended", "prepared"} {
-		versus(fmt.Sprintf("txn select-only c=%d %s", txnClients, mode), mode, "-S", "-t", "800")
+		versus(fmt.Sprintf("txn select-only c=%d %s", txnClients, mode), mode, "-S", "-t", "1500")
 	}
 	for _, mode := range []string{"simple", "prepared"} {
-		versus(fmt.Sprintf("txn tpcb-like c=%d %s", txnClients, mode), mode, "-b", "tpcb-like", "-t", "80")
+		versus(fmt.Sprintf("txn tpcb-like c=%d %s", txnClients, mode), mode, "-b", "tpcb-like", "-t", "150")
 	}
 	for _, mode := range []string{"simple", "extended"} {
-		args := append([]string{"-M", mode, "-t", "60", "-D", "scale=" + strconv.Itoa(compareScale)}, clients...)
+		args := append([]string{"-M", mode, "-t", "100", "-D", "scale=" + strconv.Itoa(compareScale)}, clients...)
 		ps = append(ps, pair{name: fmt.Sprintf("txn fenced tpcb c=%d %s", txnClients, mode),
 			a: side{label: "unfenced", target: c.fp, args: append(slices.Clone(args), "-f", c.unfencedScript), p99: true},
 			b: side{label: "fenced", target: c.fp, args: append(slices.Clone(args), "-f", c.fencedScript), p99: true}})
