@@ -87,7 +87,7 @@ compat: test-deps compat-deps
 compat-deps:
 	scripts/install-compat-deps.sh
 
-## bench-compare: fenceproxy beside PgBouncer (session mode) on loopback, pgbench
+## bench-compare: fenceproxy beside PgBouncer (session, then transaction mode) on loopback, pgbench
 ## workloads interleaved over ROUNDS rounds; prints TPS, latency and the proxy's
 ## CPU µs per transaction. Installs pgbouncer (Debian package) when missing.
 ## BENCH_PROFILE=DIR also saves CPU profiles of fenceproxy there.

@@ -98,6 +98,7 @@ type benchTarget struct {
 // measure is one pgbench run's outcome.
 type measure struct {
 	tps, latencyMs, cpuUsPerTxn float64
+	p99Ms                       float64 // from per-transaction logs, on sides that keep them
 	txns                        int
 }
 
@@ -107,6 +108,11 @@ type side struct {
 	target *benchTarget
 	args   []string
 	runs   []measure
+	// p99 has pgbench log each transaction (-l) for the run's p99 latency.
+	p99 bool
+	// unavailable, when set, says why this side cannot be measured: it
+	// is not run, and its row shows the reason.
+	unavailable string
 }
 
 // pair is one row of the table: B measured against A.
@@ -230,11 +236,18 @@ func (c *comparison) runPair(p *pair, round int) {
 		first, second = second, first
 	}
 	for _, s := range []*side{first, second} {
+		if s.unavailable != "" {
+			continue
+		}
 		var prof func()
 		if round == 0 && c.profileDir != "" && s.target == c.fp {
 			prof = c.profile(p.name + " " + s.label)
 		}
-		s.runs = append(s.runs, c.run(s.target, p.name, s.args))
+		if s.p99 {
+			s.runs = append(s.runs, c.runP99(s.target, p.name, s.args))
+		} else {
+			s.runs = append(s.runs, c.run(s.target, p.name, s.args))
+		}
 		if prof != nil {
 			prof()
 		}
@@ -356,6 +369,9 @@ func (c *comparison) report() {
 		return
 	}
 	for _, p := range c.pairs {
+		if p.a.unavailable != "" || p.b.unavailable != "" {
+			continue
+		}
 		unit := strings.NewReplacer(" ", "-", "=", "").Replace(p.name) + "-cpu-ratio"
 		b.ReportMetric(medians(p.b.runs).cpuUsPerTxn/medians(p.a.runs).cpuUsPerTxn, unit)
 	}
@@ -373,6 +389,7 @@ func medians(ms []measure) measure {
 		tps:         pick(func(m measure) float64 { return m.tps }),
 		latencyMs:   pick(func(m measure) float64 { return m.latencyMs }),
 		cpuUsPerTxn: pick(func(m measure) float64 { return m.cpuUsPerTxn }),
+		p99Ms:       pick(func(m measure) float64 { return m.p99Ms }),
 	}
 }
 

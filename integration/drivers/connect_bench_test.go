@@ -23,7 +23,16 @@ import (
 // PostgreSQL and through fenceproxy with upstream_tls disable and prefer
 // (the default; the harness's server offers TLS). Clients use
 // sslmode=disable, except direct-client-tls, a client with its own TLS
-// straight to PostgreSQL. It reports p50 and p95 in milliseconds:
+// straight to PostgreSQL.
+//
+// The first-result targets time a new client connection to the result of
+// its first query (SELECT 1), where a transaction-mode pooler lends a
+// server connection: straight to PostgreSQL, through PgBouncer in
+// transaction mode and through a fenceproxy serve process in transaction
+// pool mode (pool_mode: transaction, harness.TransactionPoolSettings), each
+// pool of 16. When fenceproxy refuses those settings, its target fails
+// with the proxy's log; the others still run. It reports p50 and p95 in
+// milliseconds:
 //
 //	go test -run '^$' -bench Connect -benchtime 400x ./integration/drivers/
 func BenchmarkConnect(b *testing.B) {
@@ -32,23 +41,38 @@ func BenchmarkConnect(b *testing.B) {
 	harness.Migrate(b, pg.DSN(pgcluster.Superuser, db))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fencing := func() *gate.Config { return &gate.Config{Analyzer: gate.NewAnalyzer(1024)} }
+	fpTxnDSN, fpTxnErr := "", error(nil)
+	if p, err := harness.StartProxyProcessConfig(b, pg.Addr(), harness.TransactionPoolSettings(b, 16)); err != nil {
+		fpTxnErr = err
+	} else {
+		fpTxnDSN = fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", pgcluster.Superuser, p.Addr, db)
+	}
 	targets := []struct {
-		name string
-		dsn  string
+		name        string
+		dsn         string
+		firstResult bool  // to the result of SELECT 1, not to ReadyForQuery
+		err         error // why the target could not be started
 	}{
-		{"direct", pg.DSN(pgcluster.Superuser, db)},
+		{name: "direct", dsn: pg.DSN(pgcluster.Superuser, db)},
 		// What TLS costs at the server, for comparison with upstream_tls: prefer.
-		{"direct-client-tls", strings.Replace(pg.DSN(pgcluster.Superuser, db), "sslmode=disable", "sslmode=require", 1)},
-		{"fenceproxy-tls-disable", harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSDisable}).DSN(pgcluster.Superuser, "", db)},
-		{"fenceproxy-tls-prefer", harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSPrefer}).DSN(pgcluster.Superuser, "", db)},
+		{name: "direct-client-tls", dsn: strings.Replace(pg.DSN(pgcluster.Superuser, db), "sslmode=disable", "sslmode=require", 1)},
+		{name: "fenceproxy-tls-disable", dsn: harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSDisable}).DSN(pgcluster.Superuser, "", db)},
+		{name: "fenceproxy-tls-prefer", dsn: harness.StartProxy(b, pgwire.Config{Upstream: pg.Addr(), Logger: quiet, Fencing: fencing(), UpstreamTLS: pgwire.UpstreamTLSPrefer}).DSN(pgcluster.Superuser, "", db)},
 		// Session mode, server TLS off; it keeps server connections for
 		// the next client, so most set-ups start no backend.
-		{"pgbouncer-session", pgbouncerDSN(harness.StartPgBouncer(b, pg), db)},
+		{name: "pgbouncer-session", dsn: pgbouncerDSN(harness.StartPgBouncer(b, pg), db)},
+		{name: "direct-first-result", dsn: pg.DSN(pgcluster.Superuser, db), firstResult: true},
+		{name: "pgbouncer-transaction-first-result", firstResult: true,
+			dsn: pgbouncerDSN(harness.StartPgBouncerWith(b, harness.PgBouncerConfig{Upstream: pg.Addr(), PoolMode: "transaction", PoolSize: 16}), db)},
+		{name: "fenceproxy-transaction-first-result", dsn: fpTxnDSN, firstResult: true, err: fpTxnErr},
 	}
 	for _, conc := range []int{1, 8} {
 		for _, tg := range targets {
 			b.Run(fmt.Sprintf("%s/conc=%d", tg.name, conc), func(b *testing.B) {
-				lat := connectLatencies(b, tg.dsn, conc, b.N)
+				if tg.err != nil {
+					b.Fatalf("fenceproxy refused transaction pool mode:\n%v", tg.err)
+				}
+				lat := connectLatencies(b, tg.dsn, tg.firstResult, conc, b.N)
 				b.ReportMetric(percentile(lat, 50), "ms-p50")
 				b.ReportMetric(percentile(lat, 95), "ms-p95")
 			})
@@ -61,8 +85,9 @@ func pgbouncerDSN(p *harness.PgBouncer, db string) string {
 }
 
 // connectLatencies opens and closes n connections, conc at a time, and
-// returns each set-up time in milliseconds.
-func connectLatencies(b *testing.B, dsn string, conc, n int) []float64 {
+// returns each set-up time in milliseconds: to the first ReadyForQuery, or
+// with firstResult to the result of a first SELECT 1.
+func connectLatencies(b *testing.B, dsn string, firstResult bool, conc, n int) []float64 {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		b.Fatal(err)
@@ -84,10 +109,16 @@ func connectLatencies(b *testing.B, dsn string, conc, n int) []float64 {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				start := time.Now()
 				conn, err := pgconn.ConnectConfig(ctx, cfg)
+				if err == nil && firstResult {
+					_, err = conn.Exec(ctx, "SELECT 1").ReadAll()
+				}
 				d := time.Since(start)
 				cancel()
 				if err != nil {
 					b.Error(err)
+					if conn != nil {
+						conn.Close(context.Background())
+					}
 					return
 				}
 				conn.Close(context.Background())

@@ -57,6 +57,10 @@ type PgBouncerConfig struct {
 	Upstream string // host:port of every database's server: PostgreSQL, or a proxy
 	PoolMode string // pool_mode: "session" or "transaction"
 	PoolSize int    // default_pool_size: server connections per database and user
+	// MaxPreparedStatements is max_prepared_statements (PgBouncer ≥ 1.21:
+	// protocol-level prepared statements in transaction mode); 0 leaves it
+	// out of the file, as older versions do not know it.
+	MaxPreparedStatements int
 }
 
 // StartPgBouncerWith starts PgBouncer as StartPgBouncer does, with c's
@@ -122,6 +126,10 @@ func (p *PgBouncer) addr() string { return net.JoinHostPort(p.Host, strconv.Itoa
 // Unix socket, logs in dir.
 func (p *PgBouncer) config(c PgBouncerConfig, dir string) string {
 	host, port, _ := net.SplitHostPort(c.Upstream)
+	prepared := ""
+	if c.MaxPreparedStatements > 0 {
+		prepared = fmt.Sprintf("max_prepared_statements = %d\n", c.MaxPreparedStatements)
+	}
 	return fmt.Sprintf(`[databases]
 * = host=%s port=%s
 
@@ -140,7 +148,25 @@ log_connections = 0
 log_disconnections = 0
 ignore_startup_parameters = extra_float_digits,options
 server_tls_sslmode = disable
-`, host, port, p.Port, p.Log, filepath.Join(dir, "userlist.txt"), c.PoolMode, c.PoolSize)
+%s`, host, port, p.Port, p.Log, filepath.Join(dir, "userlist.txt"), c.PoolMode, c.PoolSize, prepared)
+}
+
+// PgBouncerVersion runs `pgbouncer --version` and returns its major and
+// minor version (1 and 18 for "PgBouncer 1.18.0").
+func PgBouncerVersion(t testing.TB) (major, minor int) {
+	t.Helper()
+	bin, err := pgbouncerPath()
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("harness: pgbouncer --version: %v\n%s", err, out)
+	}
+	if _, err := fmt.Sscanf(string(out), "PgBouncer %d.%d", &major, &minor); err != nil {
+		t.Fatalf("harness: pgbouncer --version: %q: %v", out, err)
+	}
+	return major, minor
 }
 
 // unprivileged is the account PostgreSQL's cluster runs as under root.

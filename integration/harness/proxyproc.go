@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 )
 
 // ProxyProcess is `fenceproxy serve` running as a process of its own on a
@@ -20,6 +23,7 @@ type ProxyProcess struct {
 
 	t        testing.TB
 	upstream string
+	config   string // --config file, or ""
 	log      string
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -37,6 +41,32 @@ func StartProxyProcess(t testing.TB, upstream string) *ProxyProcess {
 	return p
 }
 
+// StartProxyProcessConfig starts `fenceproxy serve --config FILE` in front
+// of upstream, FILE holding the YAML settings config (listen and upstream
+// come from flags), and kills it when t ends. It returns an error holding
+// the proxy's log when the proxy exits at start, as it does for a setting
+// it does not accept, so that the caller can say what it asked for.
+func StartProxyProcessConfig(t testing.TB, upstream, config string) (*ProxyProcess, error) {
+	t.Helper()
+	u := freeLoopbackURL(t)
+	dir := t.TempDir()
+	p := &ProxyProcess{Addr: u.Host, t: t, upstream: upstream, config: filepath.Join(dir, "fenceproxy.yaml"), log: filepath.Join(dir, "fenceproxy.log")}
+	writeFile(t, p.config, config)
+	t.Cleanup(p.Kill)
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Pid is the running proxy's process ID, 0 when it is not running.
+func (p *ProxyProcess) Pid() int {
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Port returns the proxy's port.
 func (p *ProxyProcess) Port() int {
 	_, port, _ := net.SplitHostPort(p.Addr)
@@ -48,19 +78,29 @@ func (p *ProxyProcess) Port() int {
 // connections, failing the test after 30 s.
 func (p *ProxyProcess) Start() {
 	p.t.Helper()
+	if err := p.start(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *ProxyProcess) start() error {
 	if p.cmd != nil {
-		return
+		return nil
 	}
 	logFile, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		p.t.Fatalf("harness: %v", err)
+		return fmt.Errorf("harness: %v", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(Binary(p.t), "serve", "--listen", p.Addr, "--upstream", p.upstream)
+	args := []string{"serve", "--listen", p.Addr, "--upstream", p.upstream}
+	if p.config != "" {
+		args = append(args, "--config", p.config)
+	}
+	cmd := exec.Command(Binary(p.t), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("harness: start fenceproxy serve: %v", err)
+		return fmt.Errorf("harness: start fenceproxy serve: %v", err)
 	}
 	p.cmd, p.exited = cmd, make(chan struct{})
 	go func(exited chan struct{}) { cmd.Wait(); close(exited) }(p.exited)
@@ -68,16 +108,28 @@ func (p *ProxyProcess) Start() {
 	for time.Now().Before(deadline) {
 		if c, err := net.DialTimeout("tcp", p.Addr, time.Second); err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		select {
 		case <-p.exited:
 			p.cmd = nil
-			p.t.Fatalf("harness: fenceproxy serve exited at start; log: %s", p.log)
+			return p.startError("exited at start")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	p.t.Fatalf("harness: fenceproxy serve not accepting on %s after 30s; log: %s", p.Addr, p.log)
+	return p.startError("not accepting on " + p.Addr + " after 30s")
+}
+
+// startError says why the proxy did not start, with its log; with a
+// config file, with the file's settings too.
+func (p *ProxyProcess) startError(what string) error {
+	log, _ := os.ReadFile(p.log)
+	msg := fmt.Sprintf("harness: fenceproxy serve %s; log %s:\n%s", what, p.log, log)
+	if p.config != "" {
+		cfg, _ := os.ReadFile(p.config)
+		msg += fmt.Sprintf("settings (%s):\n%s", p.config, cfg)
+	}
+	return fmt.Errorf("%s", msg)
 }
 
 // Kill kills the proxy with SIGKILL: every session is cut at once, with no
@@ -89,4 +141,18 @@ func (p *ProxyProcess) Kill() {
 	p.cmd.Process.Kill()
 	<-p.exited
 	p.cmd = nil
+}
+
+// TransactionPoolSettings are fenceproxy's YAML settings for transaction
+// pool mode with poolSize server connections per (database, user), as
+// PgBouncer's pool_mode = transaction and default_pool_size: clients are
+// trusted (auth_type: trust), the superuser listed in an auth file with an
+// empty password, with which the proxy logs in to PostgreSQL (the
+// harness's server trusts the superuser on loopback); upstream TLS off,
+// as StartPgBouncer's server_tls_sslmode = disable.
+func TransactionPoolSettings(t testing.TB, poolSize int) string {
+	t.Helper()
+	authFile := filepath.Join(t.TempDir(), "userlist.txt")
+	writeFile(t, authFile, fmt.Sprintf("%q \"\"\n", pgcluster.Superuser))
+	return fmt.Sprintf("upstream_tls: disable\nmax_client_conns: 300\npool_mode: transaction\npool_size: %d\nauth_type: trust\nauth_file: %s\n", poolSize, authFile)
 }
