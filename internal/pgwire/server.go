@@ -184,9 +184,10 @@ func NewServer(cfg Config) *Server {
 	s := &Server{log: log, cancels: newCancelRegistry(), metrics: newMetrics(cfg.Metrics),
 		refusals: newRefusalLimiter(cfg.RefusalLogRate, cfg.RefusalLogBurst, time.Now),
 		sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
+	pm := newPoolMetrics(cfg.Metrics, s.Pools)
 	if cfg.Pool != nil {
 		cfg.Fencing = pooledFencing(cfg.Fencing)
-		s.pool = newPool(&cfg, nil)
+		s.pool = newPool(&cfg, pm.onWait)
 	}
 	s.live.Store(&cfg)
 	return s
