@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/clientauth"
@@ -191,4 +192,197 @@ func TestPooledStaleHolderNeverLands(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPooledCancelReachesTheLentBackend: a cancel request with the key the
+// proxy gave a pooled client stops the statement that client runs, on
+// whichever server connection it was lent; another client's statement on
+// another connection runs on.
+func TestPooledCancelReachesTheLentBackend(t *testing.T) {
+	e := newPooledEnv(t, 2, nil)
+	a := connect(t, e.app, pgx.QueryExecModeExec)
+	b := connect(t, e.app, pgx.QueryExecModeExec)
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.Exec(t.Context(), "SELECT pg_sleep(1)")
+		bDone <- err
+	}()
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.Exec(t.Context(), "SELECT pg_sleep(30)")
+		aDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // both statements running
+	if err := a.PgConn().CancelRequest(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-aDone:
+		wantCode(t, err, "57014")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled statement still runs")
+	}
+	if err := <-bDone; err != nil {
+		t.Errorf("the other client's statement: %v", err)
+	}
+	// The cancelled client goes on, on a connection of the pool.
+	mustExec(t, a, "SELECT 1")
+}
+
+// TestPooledWaitTimeout: with the one server connection held by a client
+// in a transaction, another client waits query_wait_timeout and is then
+// refused 53300 and closed; the holder is not disturbed, and a new client
+// gets the connection once it is free.
+func TestPooledWaitTimeout(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(),
+		Pool: &pgwire.PoolConfig{Size: 1, WaitTimeout: 300 * time.Millisecond, AuthMethod: clientauth.Trust}})
+	app := p.DSN(pgcluster.Superuser, "", db)
+	a := connect(t, app, pgx.QueryExecModeExec)
+	b := connect(t, app, pgx.QueryExecModeExec)
+	mustExec(t, a, "BEGIN")
+	mustExec(t, a, "SELECT 1")
+	start := time.Now()
+	_, err := b.Exec(t.Context(), "SELECT 2")
+	wantCode(t, err, "53300")
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Errorf("refused after %v, before query_wait_timeout", waited)
+	}
+	mustExec(t, a, "SELECT 3")
+	mustExec(t, a, "COMMIT")
+	mustExec(t, connect(t, app, pgx.QueryExecModeExec), "SELECT 4")
+}
+
+// TestPooledStartupParameters: startup parameters a pool cannot keep per
+// client are refused 0A000 with a hint; the fencing settings given at
+// startup (as options, as PGOPTIONS carries them) are the client's
+// session settings, kept by the proxy, and fence its writes.
+func TestPooledStartupParameters(t *testing.T) {
+	e := newPooledEnv(t, 1, nil)
+	for name, params := range map[string]map[string]string{
+		"options":     {"options": "-c work_mem=64MB"},
+		"search_path": {"search_path": "public"},
+		"float":       {"extra_float_digits": "0"},
+	} {
+		cfg, err := pgx.ParseConfig(e.app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range params {
+			cfg.RuntimeParams[k] = v
+		}
+		_, err = pgx.ConnectConfig(t.Context(), cfg)
+		if pe := wantCode(t, err, "0A000"); pe != nil && pe.Hint == "" {
+			t.Errorf("%s: refusal without a hint", name)
+		}
+	}
+	startup := func(token int) *pgx.Conn {
+		cfg, err := pgx.ParseConfig(e.app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["options"] = fmt.Sprintf("-c lock.fencing_token=%d -c lock.resource=acct/startup", token)
+		cfg.RuntimeParams["extra_float_digits"] = "3" // as pgjdbc sends it
+		cfg.RuntimeParams["application_name"] = "startup"
+		c, err := pgx.ConnectConfig(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("connect with token %d: %v", token, err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	old, cur := startup(41), startup(42)
+	mustExec(t, cur, "UPDATE accounts SET balance = 42 WHERE id = 1")
+	_, err := old.Exec(t.Context(), "UPDATE accounts SET balance = 41 WHERE id = 1")
+	wantCode(t, err, "55Z01")
+	var app string
+	if err := cur.QueryRow(t.Context(), "SELECT current_setting('application_name')").Scan(&app); err != nil || app != "startup" {
+		t.Errorf("application_name %q, %v; want the startup value", app, err)
+	}
+}
+
+// TestPooledClientAuthentication: the proxy itself checks a pooled
+// client's password (SCRAM-SHA-256 against the auth file), refuses a wrong
+// one with 28P01, and logs in to PostgreSQL with the file's password.
+func TestPooledClientAuthentication(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	role := "app_" + db // roles are the cluster's, shared by the tests
+	if err := harness.Exec(context.Background(), pg.DSN(pgcluster.Superuser, db), "CREATE ROLE "+role+" LOGIN PASSWORD 'app-secret'"); err != nil {
+		t.Fatal(err)
+	}
+	users, err := clientauth.Parse(strings.NewReader(`"` + role + `" "app-secret"` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(),
+		Pool: &pgwire.PoolConfig{Size: 1, AuthMethod: clientauth.SCRAMSHA256, Auth: users}})
+	c := connect(t, p.DSN(role, "app-secret", db), pgx.QueryExecModeExec)
+	var user string
+	if err := c.QueryRow(t.Context(), "SELECT current_user").Scan(&user); err != nil || user != role {
+		t.Fatalf("current_user %q, %v", user, err)
+	}
+	_, err = pgx.Connect(t.Context(), p.DSN(role, "wrong", db))
+	wantCode(t, err, "28P01")
+	_, err = pgx.Connect(t.Context(), p.DSN("nobody", "app-secret", db))
+	wantCode(t, err, "28P01")
+}
+
+// TestPooledStatementsFollowTheClient: a client's named prepared
+// statements work on whichever server connection it is lent, prepared
+// there again under the proxy's names; pg_prepared_statements never shows
+// the client's own names, two clients' statements of one name stay apart,
+// and a client's Close leaves the other's.
+func TestPooledStatementsFollowTheClient(t *testing.T) {
+	e := newPooledEnv(t, 2, nil)
+	a := connect(t, e.app, pgx.QueryExecModeCacheStatement)
+	b := connect(t, e.app, pgx.QueryExecModeCacheStatement)
+	holder := connect(t, e.app, pgx.QueryExecModeExec)
+	for i := range 10 {
+		if i%2 == 1 {
+			// Hold one connection, so that a and b get the other.
+			mustExec(t, holder, "BEGIN")
+			mustExec(t, holder, "SELECT 1")
+		}
+		var x, y int
+		if err := a.QueryRow(t.Context(), "SELECT $1::int * 2", i).Scan(&x); err != nil || x != 2*i {
+			t.Fatalf("a, round %d: %d, %v", i, x, err)
+		}
+		if err := b.QueryRow(t.Context(), "SELECT $1::int * 3", i).Scan(&y); err != nil || y != 3*i {
+			t.Fatalf("b, round %d: %d, %v", i, y, err)
+		}
+		if i%2 == 1 {
+			mustExec(t, holder, "COMMIT")
+		}
+	}
+	var own int
+	if err := a.QueryRow(t.Context(), "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'stmtcache%'").Scan(&own); err != nil || own != 0 {
+		t.Errorf("pg_prepared_statements shows %d statements under a client's name (%v)", own, err)
+	}
+	if _, err := a.Prepare(t.Context(), "same", "SELECT 'a'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Prepare(t.Context(), "same", "SELECT 'b'"); err != nil {
+		t.Fatal(err)
+	}
+	one := func(c *pgx.Conn, want string) {
+		t.Helper()
+		var got string
+		if err := c.QueryRow(t.Context(), "same").Scan(&got); err != nil || got != want {
+			t.Fatalf("statement \"same\": %q, %v; want %q", got, err, want)
+		}
+	}
+	one(a, "a")
+	one(b, "b")
+	if err := a.Deallocate(t.Context(), "same"); err != nil {
+		t.Fatal(err)
+	}
+	one(b, "b")
+	_, err := a.Prepare(t.Context(), "same", "SELECT 'a2'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one(a, "a2")
+	one(b, "b")
 }

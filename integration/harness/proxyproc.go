@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 )
 
 // ProxyProcess is `fenceproxy serve` running as a process of its own on a
@@ -146,13 +145,11 @@ func (p *ProxyProcess) Kill() {
 // TransactionPoolSettings are fenceproxy's YAML settings for transaction
 // pool mode with poolSize server connections per (database, user), as
 // PgBouncer's pool_mode = transaction and default_pool_size: clients are
-// trusted (auth_type: trust), the superuser listed in an auth file with an
-// empty password, with which the proxy logs in to PostgreSQL (the
-// harness's server trusts the superuser on loopback); upstream TLS off,
+// trusted (auth_type: trust, no auth_file: every user), and the proxy logs
+// in to PostgreSQL without a password (the harness's server trusts
+// loopback); upstream TLS off,
 // as StartPgBouncer's server_tls_sslmode = disable.
 func TransactionPoolSettings(t testing.TB, poolSize int) string {
 	t.Helper()
-	authFile := filepath.Join(t.TempDir(), "userlist.txt")
-	writeFile(t, authFile, fmt.Sprintf("%q \"\"\n", pgcluster.Superuser))
-	return fmt.Sprintf("upstream_tls: disable\nmax_client_conns: 300\npool_mode: transaction\npool_size: %d\nauth_type: trust\nauth_file: %s\n", poolSize, authFile)
+	return fmt.Sprintf("upstream_tls: disable\nmax_client_conns: 300\npool_mode: transaction\npool_size: %d\nauth_type: trust\n", poolSize)
 }

@@ -199,7 +199,16 @@ func (s *session) pooledLogin(startup map[string]string) error {
 	if err := s.setup(c, true, true); err != nil {
 		return err
 	}
-	s.srv.pool.Release(c, borrowed(c).r.idle())
+	// The probe asks whether the client's role or database sets a token
+	// for every session (a token on the shared connection is never read,
+	// and a check then refuses to run beside it).
+	lc := borrowed(c)
+	s.ur, s.uw = lc.r, lc.w
+	if err := s.startupProbe(); err != nil {
+		s.srv.pool.Release(c, false)
+		return err
+	}
+	s.srv.pool.Release(c, lc.r.idle())
 	for _, n := range sortedKeys(c.Params) {
 		v := c.Params[n]
 		if settableName(n) != "" {
