@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // ProxyProcess is `fenceproxy serve` running as a process of its own on a
