@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -385,4 +387,27 @@ func TestPooledStatementsFollowTheClient(t *testing.T) {
 	}
 	one(a, "a2")
 	one(b, "b")
+}
+
+// TestPooledClientsLeavingKeepTheConnectionsGood: 64 pgbench clients over
+// 16 server connections each leave (Terminate) right after their last
+// reply, while the connection they were lent is going back to the pool;
+// none of them, and none of the clients given that connection next, loses
+// its connection.
+func TestPooledClientsLeavingKeepTheConnectionsGood(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	pgbench := harness.Tool(t, pg, "pgbench")
+	port := strconv.Itoa(pg.Port)
+	if out, err := exec.Command(pgbench, "-i", "-s", "1", "-h", "127.0.0.1", "-p", port, "-U", pgcluster.Superuser, db).CombinedOutput(); err != nil {
+		t.Fatalf("pgbench -i: %v\n%s", err, out)
+	}
+	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Pool: &pgwire.PoolConfig{Size: 16, AuthMethod: clientauth.Trust}})
+	for round := range 3 {
+		out, err := exec.Command(pgbench, "-S", "-t", "200", "-M", "simple", "-c", "64", "-j", "2", "-n",
+			"-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", pgcluster.Superuser, db).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "processed: 12800/12800") {
+			t.Fatalf("round %d: pgbench: %v\n%s", round, err, out)
+		}
+	}
 }

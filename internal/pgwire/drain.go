@@ -47,6 +47,9 @@ func (s *session) stopUpstream() {
 	s.adminStop.Store(true)
 	s.stateMu.Lock()
 	upstream, lp := s.upstream, s.lp
+	if s.pooled != nil && upstream != nil {
+		s.pooled.broken = true // closed below: it must not go back to the pool
+	}
 	s.stateMu.Unlock()
 	if lp != nil {
 		lp.post(lp.stop)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type pooledState struct {
 	lent          *pool.Conn
 	writing       bool
 	releaseWanted bool
+	broken        bool // the session closed lent: it must not go back
 	wrote         chan struct{}
 	done          chan struct{} // closed when the last lending's upstream reader has ended
 
@@ -414,7 +416,14 @@ func (s *session) lend(keepUnnamed bool) error {
 	lc := borrowed(c)
 	done := make(chan struct{})
 	s.stateMu.Lock()
-	s.pooled.lent, s.pooled.done = c, done
+	if s.isClosed() {
+		// The session's close has begun and may have read s.upstream
+		// already: nothing would close c.
+		s.stateMu.Unlock()
+		s.srv.pool.Release(c, lc.r.idle())
+		return net.ErrClosed
+	}
+	s.pooled.lent, s.pooled.done, s.pooled.broken = c, done, false
 	s.upstream, s.ur, s.uw = c.NetConn, lc.r, lc.w
 	s.stateMu.Unlock()
 	s.info.setBackendPID(c.PID)
@@ -444,7 +453,10 @@ func (s *session) lentNow() *pool.Conn {
 // closeLent closes the connection lent now, if any: its upstream reader
 // then ends and the pool replaces it.
 func (s *session) closeLent() {
-	if c := s.lentNow(); c != nil {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if c := s.pooled.lent; c != nil {
+		s.pooled.broken = true
 		c.NetConn.Close()
 	}
 }
@@ -499,13 +511,16 @@ func (s *session) endFromLending() {
 
 // returnable reports, after a ReadyForQuery, whether the lent connection
 // goes back now: the session is idle (status 'I', nothing sent
-// unanswered, no extended sequence open). When the client reader is
-// sending a message meanwhile, it waits for that message and looks again.
+// unanswered, no extended sequence open), and it has not closed the
+// connection (the session's close, which closes s.closed first, or
+// closeLent and stopUpstream, which mark it broken). When the client
+// reader is sending a message meanwhile, it waits for that message and
+// looks again.
 func (s *session) returnable() bool {
 	for {
 		settled := s.gateSettled()
 		s.stateMu.Lock()
-		idle := settled && s.txStatus == 'I' && s.inflight == 0 && !s.extOpen.Load()
+		idle := settled && s.txStatus == 'I' && s.inflight == 0 && !s.extOpen.Load() && !s.pooled.broken && !s.isClosed()
 		if !idle {
 			s.stateMu.Unlock()
 			return false
@@ -522,6 +537,16 @@ func (s *session) returnable() bool {
 		case <-s.closed:
 			return false
 		}
+	}
+}
+
+// isClosed reports whether the session's close has begun.
+func (s *session) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
 	}
 }
 
