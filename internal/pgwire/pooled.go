@@ -526,6 +526,11 @@ func (s *session) returnable() bool {
 			return false
 		}
 		if !s.pooled.writing {
+			if s.uw.Buffered() > 0 {
+				// A message that gets no reply (Flush, copy data outside
+				// COPY) is the client's to the end: not the next borrower's.
+				s.uw.Flush()
+			}
 			s.pooled.lent, s.upstream = nil, nil
 			s.stateMu.Unlock()
 			return true
