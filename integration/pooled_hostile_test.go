@@ -1,0 +1,127 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Transaction pool mode against hostile or odd clients: every test here
+// shares one server connection between its clients (pool size 1) and
+// checks that nothing one client sends, leaves or half-sends reaches
+// another's transaction, that no client can make the proxy run SQL of its
+// choosing unchecked, and that none blocks or breaks the others.
+
+// hostileEnv is a pooledEnv whose proxy reaches PostgreSQL at upstream
+// (a forwarder in front of it, or "" for PostgreSQL itself), with pc's
+// pool settings (Size 1 and trust when zero).
+func hostileEnv(t *testing.T, pc pgwire.PoolConfig, upstream func(pgAddr string) string) *pooledEnv {
+	t.Helper()
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	e := &pooledEnv{db: db, direct: pg.DSN(pgcluster.Superuser, db)}
+	harness.Migrate(t, e.direct)
+	if err := harness.Exec(context.Background(), e.direct,
+		"CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)",
+		"INSERT INTO accounts VALUES (1, 0)",
+	); err != nil {
+		t.Fatal(err)
+	}
+	if pc.Size == 0 {
+		pc.Size = 1
+	}
+	pc.AuthMethod = clientauth.Trust
+	addr := pg.Addr()
+	if upstream != nil {
+		addr = upstream(addr)
+	}
+	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: addr, Fencing: &gate.Config{Analyzer: gate.NewAnalyzer(1024)}, Pool: &pc})
+	e.app = e.proxy.DSN(pgcluster.Superuser, "", db)
+	return e
+}
+
+// pooledWire opens a raw session through e's proxy with extra startup
+// parameters.
+func (e *pooledEnv) wire(t *testing.T, params map[string]string) *wireConn {
+	t.Helper()
+	p := map[string]string{"user": pgcluster.Superuser, "database": e.db}
+	for k, v := range params {
+		p[k] = v
+	}
+	return openWire(t, e.proxy.Addr, p)
+}
+
+// balance reads account 1's balance straight from PostgreSQL.
+func (e *pooledEnv) balance(t *testing.T) int {
+	t.Helper()
+	var bal int
+	if err := connect(t, e.direct, pgx.QueryExecModeExec).QueryRow(t.Context(), "SELECT balance FROM accounts WHERE id = 1").Scan(&bal); err != nil {
+		t.Fatal(err)
+	}
+	return bal
+}
+
+// TestPooledStartupValuesRunNoSQL: the values a client sends at startup
+// are restored on every lent connection by SQL the proxy writes, hidden
+// from the gate. In a client encoding whose multibyte characters may end
+// in a backslash byte (SJIS), a value ending such a character must not
+// close the literal the proxy wrote and run the rest as SQL unchecked.
+func TestPooledStartupValuesRunNoSQL(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	// 0x83 0x5C is one SJIS character (ソ); a backslash-escaping writer
+	// doubles its second byte.
+	payload := "\x83\x5c'; UPDATE accounts SET balance = 666 WHERE id = 1; --"
+	conn := dialBare(t, e.proxy.Addr)
+	if _, err := conn.Write(startupPacket(t, map[string]string{"user": pgcluster.Superuser, "database": e.db,
+		"client_encoding": "SJIS", "application_name": payload})); err != nil {
+		t.Fatal(err)
+	}
+	fe := pgproto3.NewFrontend(conn, conn)
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			break // the proxy may refuse such a value; it must not run it
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	conn.Close()
+	if bal := e.balance(t); bal != 0 {
+		t.Fatalf("balance %d: a startup value ran as SQL on the shared connection", bal)
+	}
+}
+
+// TestPooledSetupQuotesValuesUnderAnyEncoding: a client whose reported
+// settings hold quotes and backslashes, in a client-only encoding, gets
+// them back exactly on every lending, however the previous client left
+// standard_conforming_strings.
+func TestPooledSetupQuotesValuesUnderAnyEncoding(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	const name = `it's a \ test`
+	a := e.wire(t, map[string]string{"client_encoding": "SJIS", "application_name": name})
+	b := e.wire(t, nil)
+	b.query("SET standard_conforming_strings = off")
+	for range 2 {
+		b.query("SELECT 1")
+		got := a.transcript(1, &pgproto3.Query{String: "SELECT current_setting('application_name')"})
+		if got != "TDCZ" {
+			t.Fatalf("client a after b: %s", got)
+		}
+	}
+	c := rawConnectParams(t, e.app, map[string]string{"client_encoding": "SJIS", "application_name": name})
+	res, err := c.Exec(t.Context(), "SELECT current_setting('application_name')").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res[0].Rows[0][0]); got != name {
+		t.Fatalf("application_name %q, want %q", got, name)
+	}
+}
