@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/clientauth"
@@ -123,5 +125,33 @@ func TestPooledSetupQuotesValuesUnderAnyEncoding(t *testing.T) {
 	}
 	if got := string(res[0].Rows[0][0]); got != name {
 		t.Fatalf("application_name %q, want %q", got, name)
+	}
+}
+
+// TestPooledHalfSentMessageStaysWithItsClient: a client that has sent the
+// header and part of a message the server does not answer (CopyData
+// outside COPY) when its transaction's ReadyForQuery arrives, and then
+// leaves, must not hand the server connection on with the server waiting
+// for the rest of that message: the next client's bytes would be read as
+// it.
+func TestPooledHalfSentMessageStaysWithItsClient(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	b := e.wire(t, nil)
+	a := e.wire(t, nil)
+	a.send(&pgproto3.Query{String: "SELECT pg_sleep(0.3)"})
+	a.flush()
+	time.Sleep(50 * time.Millisecond) // the Query is read (and flushed) alone
+	// CopyData of 100 bytes, 10 of them sent.
+	half := []byte{'d', 0, 0, 0, 104}
+	half = append(half, strings.Repeat("x", 10)...)
+	if _, err := a.Write(half); err != nil {
+		t.Fatal(err)
+	}
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	receiveUntil[*pgproto3.ReadyForQuery](t, a.fe)
+	time.Sleep(100 * time.Millisecond) // the proxy waits for the message to end before it releases
+	a.Close()
+	if got := b.transcript(1, &pgproto3.Query{String: "SELECT 1"}); got != "TDCZ" {
+		t.Fatalf("client b after a left mid-message: %s", got)
 	}
 }

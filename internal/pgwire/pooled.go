@@ -39,10 +39,14 @@ type pooledState struct {
 	ctx context.Context // ends with the session: bounds waiting for the pool
 	// Under session.stateMu: lent, the connection lent now (nil between
 	// lendings); writing, the client reader is sending a message to it;
-	// releaseWanted, the upstream reader waits for that to end (wrote).
+	// releaseWanted, the upstream reader waits for that to end (wrote);
+	// broken, a message to it was left unfinished (the client left in its
+	// middle, or writing failed): it never goes back to the pool, where
+	// the next client's bytes would be read as the rest of it.
 	lent          *pool.Conn
 	writing       bool
 	releaseWanted bool
+	broken        bool
 	wrote         chan struct{}
 	done          chan struct{} // closed when the last lending's upstream reader has ended
 
@@ -343,7 +347,7 @@ func (s *session) pumpPooled() error {
 			relayed.flush()
 			err = s.uw.Flush()
 		}
-		s.endWrite()
+		s.endWrite(stop || err != nil)
 		if stop || err != nil {
 			return err
 		}
@@ -367,15 +371,17 @@ func (s *session) beginWrite(typ byte) bool {
 }
 
 // endWrite marks the end of sending a client message, waking the upstream
-// reader if it waits to hand the connection back.
-func (s *session) endWrite() {
+// reader if it waits to hand the connection back. unfinished: the message
+// may not have been written whole, and the connection is broken.
+func (s *session) endWrite(unfinished bool) {
 	s.stateMu.Lock()
 	s.pooled.writing = false
+	s.pooled.broken = s.pooled.broken || unfinished
 	wanted := s.pooled.releaseWanted
 	s.pooled.releaseWanted = false
 	s.stateMu.Unlock()
 	if wanted {
-		if s.uw.Buffered() > 0 {
+		if !unfinished && s.uw.Buffered() > 0 {
 			s.uw.Flush()
 		}
 		select {
@@ -405,7 +411,7 @@ func (s *session) lend(keepUnnamed bool) error {
 	lc := borrowed(c)
 	done := make(chan struct{})
 	s.stateMu.Lock()
-	s.pooled.lent, s.pooled.done = c, done
+	s.pooled.lent, s.pooled.done, s.pooled.broken = c, done, false
 	s.upstream, s.ur, s.uw = c.NetConn, lc.r, lc.w
 	s.stateMu.Unlock()
 	s.info.setBackendPID(c.PID)
@@ -490,13 +496,15 @@ func (s *session) endFromLending() {
 
 // returnable reports, after a ReadyForQuery, whether the lent connection
 // goes back now: the session is idle (status 'I', nothing sent
-// unanswered, no extended sequence open). When the client reader is
-// sending a message meanwhile, it waits for that message and looks again.
+// unanswered, no extended sequence open), the connection not broken, and
+// the session not closing (close may be closing the connection). When the
+// client reader is sending a message meanwhile, it waits for that message
+// and looks again.
 func (s *session) returnable() bool {
 	for {
 		settled := s.gateSettled()
 		s.stateMu.Lock()
-		idle := settled && s.txStatus == 'I' && s.inflight == 0 && !s.extOpen.Load()
+		idle := settled && s.txStatus == 'I' && s.inflight == 0 && !s.extOpen.Load() && !s.pooled.broken && !s.closing()
 		if !idle {
 			s.stateMu.Unlock()
 			return false
@@ -513,6 +521,16 @@ func (s *session) returnable() bool {
 		case <-s.closed:
 			return false
 		}
+	}
+}
+
+// closing reports whether close has begun.
+func (s *session) closing() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
 	}
 }
 
