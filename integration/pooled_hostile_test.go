@@ -155,3 +155,25 @@ func TestPooledHalfSentMessageStaysWithItsClient(t *testing.T) {
 		t.Fatalf("client b after a left mid-message: %s", got)
 	}
 }
+
+// TestPooledUnnamedStatementSurvivesOtherLogins: a client's unnamed
+// statement, prepared in one unit and bound in the next, runs even when
+// another client logged in with other settings in between (the setup of
+// a login's settings is a Query, which drops the unnamed statement).
+func TestPooledUnnamedStatementSurvivesOtherLogins(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	a := e.wire(t, nil)
+	if got := a.transcript(1, &pgproto3.Parse{Query: "SELECT 'a'"}, &pgproto3.Sync{}); got != "1Z" {
+		t.Fatalf("parse: %s", got)
+	}
+	e.wire(t, map[string]string{"TimeZone": "Asia/Tokyo"})
+	a.send(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	a.flush()
+	types, msgs := a.until('Z')
+	if types != "2DCZ" {
+		t.Fatalf("bind of the unnamed statement after another login: %s %v", types, msgs)
+	}
+	if got := string(msgs[1].(*pgproto3.DataRow).Values[0]); got != "a" {
+		t.Fatalf("the unnamed statement returned %q, want a's", got)
+	}
+}

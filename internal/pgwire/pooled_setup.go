@@ -53,6 +53,9 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 	if q := s.setQuery(c, false); q != "" {
 		msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
 	}
+	if len(msgs) > 0 {
+		lc.unnamed = "" // a Query drops the unnamed statement, even one that fails
+	}
 	live := s.liveStatements()
 	closes := s.sweep(c, lc)
 	want := ""
