@@ -2,7 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +179,85 @@ func TestPooledUnnamedStatementSurvivesOtherLogins(t *testing.T) {
 	}
 	if got := string(msgs[1].(*pgproto3.DataRow).Values[0]); got != "a" {
 		t.Fatalf("the unnamed statement returned %q, want a's", got)
+	}
+}
+
+// delayCancels starts a TCP forwarder to target that holds each
+// connection whose first packet is a CancelRequest for delay before
+// forwarding it, and returns its address: a cancel still on its way when
+// the statement it was sent for ends.
+func delayCancels(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			go func() {
+				defer c.Close()
+				var head [8]byte
+				if _, err := io.ReadFull(c, head[:]); err != nil {
+					return
+				}
+				if binary.BigEndian.Uint32(head[:4]) == 16 && binary.BigEndian.Uint32(head[4:]) == 80877102 {
+					time.Sleep(delay)
+				}
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				track(up)
+				defer up.Close()
+				if _, err := up.Write(head[:]); err != nil {
+					return
+				}
+				go func() {
+					io.Copy(up, c)
+					up.Close()
+				}()
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestPooledLateCancelSparesNextClient: a cancel request that reaches the
+// server after the statement it was sent for ended (it was forwarded to
+// the backend lent then) must not cancel the next client's statement on
+// that backend.
+func TestPooledLateCancelSparesNextClient(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, func(pg string) string { return delayCancels(t, pg, 600*time.Millisecond) })
+	a := e.wire(t, nil)
+	b := e.wire(t, nil)
+	a.send(&pgproto3.Query{String: "SELECT pg_sleep(0.4)"})
+	a.flush()
+	time.Sleep(100 * time.Millisecond)
+	go sendCancel(t, e.proxy.Addr, a.key.ProcessID, a.key.SecretKey) // reaches the server at about 0.7 s
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	receiveUntil[*pgproto3.ReadyForQuery](t, a.fe)
+	if got := b.transcript(1, &pgproto3.Query{String: "SELECT pg_sleep(1)"}); got != "TDCZ" {
+		t.Fatalf("client b's statement after a's late cancel: %s", got)
 	}
 }

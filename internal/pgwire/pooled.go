@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,11 @@ type pooledState struct {
 	releaseWanted bool
 	broken        bool
 	wrote         chan struct{}
+	// cancels counts the cancel requests being forwarded to the backend
+	// lent now (pooledCancelKey): the lending waits for them before the
+	// connection goes back, so that none reaches another client's
+	// statement.
+	cancels sync.WaitGroup
 	done          chan struct{} // closed when the last lending's upstream reader has ended
 
 	// params is the client's view of the settings the server reports
@@ -455,6 +461,7 @@ func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
 		s.pooled.lent, s.upstream = nil, nil
 		s.stateMu.Unlock()
 		s.info.setBackendPID(0)
+		s.pooled.cancels.Wait()
 		s.srv.pool.Release(c, reusable)
 		close(done)
 	}()
@@ -545,11 +552,18 @@ func (s *session) paramReported(name, value string) {
 	}
 }
 
-// pooledCancelKey returns the key of the backend lent to s now.
-func (s *session) pooledCancelKey() (upstreamKey, bool) {
-	c := s.lentNow()
+// pooledCancelKey returns the key of the backend lent to s now, and keeps
+// it lent to s until done is called, once the cancel has been forwarded:
+// a cancel that reached the server after the connection went back would
+// cancel the next client's statement. (The server drops a cancel that
+// arrives while its backend waits for a command.)
+func (s *session) pooledCancelKey() (key upstreamKey, done func(), ok bool) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	c := s.pooled.lent
 	if c == nil {
-		return upstreamKey{}, false
+		return upstreamKey{}, nil, false
 	}
-	return upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey}, true
+	s.pooled.cancels.Add(1)
+	return upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey}, s.pooled.cancels.Done, true
 }
