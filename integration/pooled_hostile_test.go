@@ -261,3 +261,250 @@ func TestPooledLateCancelSparesNextClient(t *testing.T) {
 		t.Fatalf("client b's statement after a's late cancel: %s", got)
 	}
 }
+
+// TestPooledSessionTokenLeftByFunctionIsNeverRead: a function that sets
+// lock.fencing_token and lock.resource for the session (opaque code the
+// gate cannot see into) leaves them on the shared connection; another
+// client's checks never take them as its own, and its writes in every
+// form pass or are refused on its own tokens alone.
+func TestPooledSessionTokenLeftByFunctionIsNeverRead(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	if err := harness.Exec(t.Context(), e.direct,
+		`CREATE FUNCTION leave_token(tok text, res text) RETURNS text LANGUAGE sql AS
+		 $$ SELECT set_config('lock.fencing_token', tok, false) || set_config('lock.resource', res, false) $$`,
+	); err != nil {
+		t.Fatal(err)
+	}
+	a := connect(t, e.app, pgx.QueryExecModeExec)
+	for _, form := range []string{"session", "set local", "comment"} {
+		t.Run(form, func(t *testing.T) {
+			res := "acct/left/" + strings.ReplaceAll(form, " ", "-")
+			// The current holder is 42; a's function leaves a newer token
+			// (99) for the resource on the connection.
+			mark := connect(t, e.app, pgx.QueryExecModeExec)
+			if err := fencedWrite(t, mark, "comment", res, 42, 42); err != nil {
+				t.Fatalf("holder 42: %v", err)
+			}
+			if _, err := a.Exec(t.Context(), "SELECT leave_token('99', $1)", res); err != nil {
+				t.Logf("a's function refused: %v", err)
+			}
+			b := connect(t, e.app, pgx.QueryExecModeExec)
+			wantCode(t, fencedWrite(t, b, form, res, 41, 41), "55Z01")
+			if bal := e.balance(t); bal != 42 {
+				t.Fatalf("balance %d: stale b landed", bal)
+			}
+			if err := fencedWrite(t, b, form, res, 43, 43); err != nil {
+				t.Fatalf("b with the newest token 43: %v", err)
+			}
+		})
+	}
+}
+
+// TestPooledProxyNamesAreRefused: a client cannot Parse, Bind, Describe,
+// Close or Execute a name under the proxy's reserved prefix, the prefix
+// of every other client's statement on the shared connection.
+func TestPooledProxyNamesAreRefused(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	a := connect(t, e.app, pgx.QueryExecModeCacheStatement)
+	var n int
+	if err := a.QueryRow(t.Context(), "SELECT 41 + $1::int", 1).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	rows, err := connect(t, e.app, pgx.QueryExecModeSimpleProtocol).Query(t.Context(), "SELECT name FROM pg_prepared_statements")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		names = append(names, s)
+	}
+	t.Logf("server statements: %q", names)
+	b := e.wire(t, nil)
+	for _, name := range append(names, "fenceproxy\x1fs1", "fenceproxy\x1fcheck") {
+		for _, msgs := range [][]pgproto3.FrontendMessage{
+			{&pgproto3.Bind{PreparedStatement: name}, &pgproto3.Execute{}},
+			{&pgproto3.Describe{ObjectType: 'S', Name: name}},
+			{&pgproto3.Close{ObjectType: 'S', Name: name}},
+			{&pgproto3.Parse{Name: name, Query: "SELECT 666"}},
+			{&pgproto3.Bind{DestinationPortal: name}, &pgproto3.Execute{Portal: name}},
+		} {
+			got := replyTypes(b.transcript(1, append(msgs, &pgproto3.Sync{})...))
+			if got != "EZ" {
+				t.Errorf("%T of %q: %s", msgs[0], name, got)
+			}
+		}
+	}
+	if err := a.QueryRow(t.Context(), "SELECT 41 + $1::int", 1).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("a's statement afterwards: %d %v", n, err)
+	}
+}
+
+// TestPooledForeignUnnamedStatementNeverRuns: a client that never
+// prepared the unnamed statement binds it on the connection where another
+// client's is: it gets the server's error, never the other's rows.
+func TestPooledForeignUnnamedStatementNeverRuns(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	a := e.wire(t, nil)
+	b := e.wire(t, nil)
+	if got := a.transcript(1, &pgproto3.Parse{Query: "SELECT 'secret of a'"}, &pgproto3.Sync{}); got != "1Z" {
+		t.Fatalf("a's parse: %s", got)
+	}
+	for _, msgs := range [][]pgproto3.FrontendMessage{
+		{&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{}},
+		{&pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Sync{}},
+		{&pgproto3.Execute{}, &pgproto3.Sync{}},
+		{&pgproto3.Close{ObjectType: 'S'}, &pgproto3.Sync{}},
+	} {
+		if got := replyTypes(b.transcript(1, msgs...)); strings.ContainsAny(got, "DTt2") {
+			t.Errorf("b's %T of the unnamed statement: %s", msgs[0], got)
+		}
+	}
+	a.send(&pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	a.flush()
+	if types, _ := a.until('Z'); types != "2DCZ" {
+		t.Fatalf("a's own unnamed statement afterwards: %s", types)
+	}
+}
+
+// TestPooledWaiterTimesOutAlone: while one client holds the only server
+// connection in a transaction, another waits query_wait_timeout, is told
+// 53300 and closed; the holder goes on, and a later client is served.
+func TestPooledWaiterTimesOutAlone(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{WaitTimeout: 300 * time.Millisecond}, nil)
+	holder := e.wire(t, nil)
+	waiters := make([]*wireConn, 4)
+	for i := range waiters {
+		waiters[i] = e.wire(t, nil)
+	}
+	holder.query("BEGIN")
+	var wg sync.WaitGroup
+	for _, w := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.send(&pgproto3.Query{String: "SELECT 1"})
+			if err := w.fe.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+			w.SetDeadline(time.Now().Add(5 * time.Second))
+			for {
+				msg, err := w.fe.Receive()
+				if err != nil {
+					t.Errorf("waiter: %v before 53300", err)
+					return
+				}
+				if m, ok := msg.(*pgproto3.ErrorResponse); ok {
+					if m.Code != "53300" {
+						t.Errorf("waiter: %s %s", m.Code, m.Message)
+					}
+					expectClosed(t, w.Conn)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := holder.query("SELECT 1"); got != 'T' {
+		t.Fatalf("holder's transaction status %c", got)
+	}
+	holder.query("COMMIT")
+	e.wire(t, nil).wantUsable()
+}
+
+// TestPooledCopyThroughLending: COPY FROM STDIN and TO STDOUT run through
+// a lent connection, a COPY that fails in its middle leaves the connection
+// usable for the next client, and CopyData, CopyDone or CopyFail sent
+// outside COPY reach no one.
+func TestPooledCopyThroughLending(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	if err := harness.Exec(t.Context(), e.direct, "CREATE TABLE items (n int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	a := e.wire(t, nil)
+	b := e.wire(t, nil)
+	if got := a.transcriptWithCopy(1, []string{"1", "2"}, &pgproto3.Query{String: "COPY items FROM STDIN"}); got != "GCZ" {
+		t.Fatalf("copy in: %s", got)
+	}
+	if got := a.transcriptWithCopy(1, []string{"3", "x"}, &pgproto3.Query{String: "COPY items FROM STDIN"}); got != "GE{22P02}Z" {
+		t.Fatalf("failing copy in: %s", got)
+	}
+	if got := a.transcriptCopy(1, []string{"4"}, []pgproto3.FrontendMessage{&pgproto3.CopyFail{Message: "no"}}, &pgproto3.Query{String: "COPY items FROM STDIN"}); got != "GE{57014}Z" {
+		t.Fatalf("copy fail: %s", got)
+	}
+	b.send(&pgproto3.CopyData{Data: []byte("5\n")}, &pgproto3.CopyDone{}, &pgproto3.CopyFail{Message: "stray"})
+	if got := b.transcript(1, &pgproto3.Query{String: "COPY items TO STDOUT"}); got != "HddcCZ" {
+		t.Fatalf("copy out after stray copy messages: %s", got)
+	}
+	// Extended protocol: COPY's Sync ignored in COPY mode, as libpq sends it.
+	got := a.transcriptCopy(1, []string{"6"}, []pgproto3.FrontendMessage{&pgproto3.CopyDone{}, &pgproto3.Sync{}},
+		pipeline(pbe("COPY items FROM STDIN"), []pgproto3.FrontendMessage{&pgproto3.Sync{}})...)
+	if got != "12GCZ" {
+		t.Fatalf("extended copy in: %s", got)
+	}
+	b.wantUsable()
+	a.wantUsable()
+	var n int
+	if err := connect(t, e.direct, pgx.QueryExecModeExec).QueryRow(t.Context(), "SELECT count(*) FROM items").Scan(&n); err != nil || n < 2 {
+		t.Fatalf("%d rows, %v", n, err)
+	}
+}
+
+// TestPooledSettingsOfRolledBackTransactionStayOut: a reported setting
+// SET inside a transaction that rolls back is the client's old value
+// again, for it and for the next client.
+func TestPooledSettingsOfRolledBackTransactionStayOut(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	a := e.wire(t, nil)
+	b := e.wire(t, nil)
+	a.query("SET TimeZone = 'Asia/Tokyo'")
+	a.query("BEGIN")
+	a.query("SET TimeZone = 'America/New_York'")
+	a.query("SET LOCAL DateStyle = 'SQL, DMY'")
+	a.query("SET application_name = 'inside'")
+	a.query("ROLLBACK")
+	show := func(c *wireConn, q string) string {
+		t.Helper()
+		c.send(&pgproto3.Query{String: q})
+		c.flush()
+		types, msgs := c.until('Z')
+		if types != "TDCZ" {
+			t.Fatalf("%s: %s", q, types)
+		}
+		return string(msgs[1].(*pgproto3.DataRow).Values[0])
+	}
+	if got := show(a, "SHOW TimeZone"); got != "Asia/Tokyo" {
+		t.Errorf("a's TimeZone after rollback: %s", got)
+	}
+	if got := show(b, "SHOW TimeZone"); got == "Asia/Tokyo" || got == "America/New_York" {
+		t.Errorf("b's TimeZone: %s", got)
+	}
+	if got := show(b, "SHOW application_name"); got != "" {
+		t.Errorf("b's application_name: %q", got)
+	}
+	if got := show(a, "SHOW application_name"); got != "" {
+		t.Errorf("a's application_name after rollback: %q", got)
+	}
+	if got := show(a, "SHOW DateStyle"); got != "ISO, MDY" {
+		t.Errorf("a's DateStyle after rollback: %s", got)
+	}
+}
+
+// replyTypes is a transcript without its SQLSTATEs.
+func replyTypes(transcript string) string {
+	var b strings.Builder
+	skip := false
+	for _, r := range transcript {
+		switch {
+		case r == '{':
+			skip = true
+		case r == '}':
+			skip = false
+		case !skip:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
