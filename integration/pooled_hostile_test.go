@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -507,4 +508,132 @@ func replyTypes(transcript string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestPooledPipelinedUnitsKeepTheirConnection: a client that pipelines
+// units (a Sync, then more messages without waiting, Flushes, stray copy
+// messages, a lone Sync) while others wait for the one connection gets
+// all its own replies, in order, and the others theirs.
+func TestPooledPipelinedUnitsKeepTheirConnection(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	a := e.wire(t, nil)
+	others := make([]*pgx.Conn, 4)
+	for i := range others {
+		others[i] = connect(t, e.app, pgx.QueryExecModeExec)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i, c := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var got int
+				if err := c.QueryRow(t.Context(), "SELECT $1::int * 1000 + $2::int", i, j).Scan(&got); err != nil || got != i*1000+j {
+					t.Errorf("other %d: %d %v", i, got, err)
+					return
+				}
+			}
+		}()
+	}
+	for round := range 30 {
+		var msgs []pgproto3.FrontendMessage
+		want := ""
+		for k := range 4 {
+			v := fmt.Sprintf("'%d-%d'", round, k)
+			msgs = append(msgs, &pgproto3.Parse{Query: "SELECT " + v}, &pgproto3.Bind{}, &pgproto3.Flush{}, &pgproto3.Execute{}, &pgproto3.Sync{},
+				&pgproto3.Flush{}, &pgproto3.CopyData{Data: []byte("x")}, &pgproto3.CopyDone{}, &pgproto3.Sync{},
+				&pgproto3.Query{String: "SELECT " + v})
+			want += "12DCZ" + "Z" + "TDCZ"
+		}
+		a.send(msgs...)
+		a.flush()
+		a.SetDeadline(time.Now().Add(10 * time.Second))
+		var b strings.Builder
+		var vals []string
+		for strings.Count(b.String(), "Z") < 12 {
+			msg, err := a.fe.Receive()
+			if err != nil {
+				t.Fatalf("round %d after %s: %v", round, b.String(), err)
+			}
+			writeReply(t, &b, msg)
+			if d, ok := msg.(*pgproto3.DataRow); ok {
+				vals = append(vals, string(d.Values[0]))
+			}
+		}
+		if b.String() != want {
+			t.Fatalf("round %d: %s, want %s", round, b.String(), want)
+		}
+		for k, v := range vals {
+			if want := fmt.Sprintf("%d-%d", round, k/2); v != want {
+				t.Fatalf("round %d: row %d is %q, want %q", round, k, v, want)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// TestPooledTerminateMidTransactionRollsBack: a client that leaves (or
+// sends Terminate) inside a transaction, or in the middle of a message,
+// frees the connection for the waiting client, and nothing of its
+// transaction is kept.
+func TestPooledTerminateMidTransactionRollsBack(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{}, nil)
+	b := e.wire(t, nil)
+	for _, end := range []string{"terminate", "close", "half message"} {
+		a := e.wire(t, nil)
+		a.query("BEGIN")
+		a.query("UPDATE accounts SET balance = 666 WHERE id = 1")
+		a.query("SET TimeZone = 'Asia/Tokyo'")
+		done := make(chan string, 1)
+		go func() {
+			done <- b.transcript(1, &pgproto3.Query{String: "SELECT balance, current_setting('TimeZone') FROM accounts"})
+		}()
+		time.Sleep(50 * time.Millisecond)
+		switch end {
+		case "terminate":
+			a.send(&pgproto3.Terminate{})
+			a.flush()
+		case "half message":
+			a.Write([]byte{'Q', 0, 0, 0, 100, 'S', 'E'})
+			time.Sleep(20 * time.Millisecond)
+		}
+		a.Close()
+		if got := <-done; got != "TDCZ" {
+			t.Fatalf("%s: b waiting: %s", end, got)
+		}
+		if bal := e.balance(t); bal != 0 {
+			t.Fatalf("%s: balance %d kept", end, bal)
+		}
+	}
+}
+
+// TestPooledUnreadResultsBlockOnlyTheirPool: a client that holds the
+// connection and never reads its results blocks itself and the clients
+// of its pool, not the proxy: another database's client is served.
+func TestPooledUnreadResultsBlockOnlyTheirPool(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{WaitTimeout: 500 * time.Millisecond}, nil)
+	pg := harness.Postgres(t)
+	other := harness.CreateDB(t, pg)
+	harness.Migrate(t, pg.DSN(pgcluster.Superuser, other))
+	a := e.wire(t, nil)
+	a.send(&pgproto3.Query{String: "BEGIN; SELECT repeat('x', 1000) FROM generate_series(1, 100000)"})
+	a.flush()
+	time.Sleep(300 * time.Millisecond)
+	c := openWire(t, e.proxy.Addr, map[string]string{"user": pgcluster.Superuser, "database": other})
+	c.wantUsable()
+	// A client of the blocked pool waits at its login (which needs a
+	// server connection for the first parameters) and is told why.
+	b := dialBare(t, e.proxy.Addr)
+	if _, err := b.Write(startupPacket(t, map[string]string{"user": pgcluster.Superuser, "database": e.db})); err != nil {
+		t.Fatal(err)
+	}
+	expectFatal(t, b, "53300")
+	c.wantUsable()
 }

@@ -54,7 +54,7 @@ type pooledState struct {
 	// connection goes back, so that none reaches another client's
 	// statement.
 	cancels sync.WaitGroup
-	done          chan struct{} // closed when the last lending's upstream reader has ended
+	done    chan struct{} // closed when the last lending's upstream reader has ended
 
 	// params is the client's view of the settings the server reports
 	// (ParameterStatus), which setup restores on a lent connection.
