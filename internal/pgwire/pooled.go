@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,13 +41,21 @@ type pooledState struct {
 	ctx context.Context // ends with the session: bounds waiting for the pool
 	// Under session.stateMu: lent, the connection lent now (nil between
 	// lendings); writing, the client reader is sending a message to it;
-	// releaseWanted, the upstream reader waits for that to end (wrote).
+	// releaseWanted, the upstream reader waits for that to end (wrote);
+	// broken, a message to it was left unfinished (the client left in its
+	// middle, or writing failed): it never goes back to the pool, where
+	// the next client's bytes would be read as the rest of it.
 	lent          *pool.Conn
 	writing       bool
 	releaseWanted bool
 	broken        bool // the session closed lent: it must not go back
 	wrote         chan struct{}
-	done          chan struct{} // closed when the last lending's upstream reader has ended
+	// cancels counts the cancel requests being forwarded to the backend
+	// lent now (pooledCancelKey): the lending waits for them before the
+	// connection goes back, so that none reaches another client's
+	// statement.
+	cancels sync.WaitGroup
+	done    chan struct{} // closed when the last lending's upstream reader has ended
 
 	// params is the client's view of the settings the server reports
 	// (ParameterStatus), which setup restores on a lent connection.
@@ -354,7 +363,7 @@ func (s *session) pumpPooled() error {
 			relayed.flush()
 			err = s.uw.Flush()
 		}
-		s.endWrite()
+		s.endWrite(stop || err != nil)
 		if stop || err != nil {
 			return err
 		}
@@ -378,15 +387,17 @@ func (s *session) beginWrite(typ byte) bool {
 }
 
 // endWrite marks the end of sending a client message, waking the upstream
-// reader if it waits to hand the connection back.
-func (s *session) endWrite() {
+// reader if it waits to hand the connection back. unfinished: the message
+// may not have been written whole, and the connection is broken.
+func (s *session) endWrite(unfinished bool) {
 	s.stateMu.Lock()
 	s.pooled.writing = false
+	s.pooled.broken = s.pooled.broken || unfinished
 	wanted := s.pooled.releaseWanted
 	s.pooled.releaseWanted = false
 	s.stateMu.Unlock()
 	if wanted {
-		if s.uw.Buffered() > 0 {
+		if !unfinished && s.uw.Buffered() > 0 {
 			s.uw.Flush()
 		}
 		select {
@@ -470,6 +481,7 @@ func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
 		s.pooled.lent, s.upstream = nil, nil
 		s.stateMu.Unlock()
 		s.info.setBackendPID(0)
+		s.pooled.cancels.Wait()
 		s.srv.pool.Release(c, reusable)
 		close(done)
 	}()
@@ -566,11 +578,18 @@ func (s *session) paramReported(name, value string) {
 	}
 }
 
-// pooledCancelKey returns the key of the backend lent to s now.
-func (s *session) pooledCancelKey() (upstreamKey, bool) {
-	c := s.lentNow()
+// pooledCancelKey returns the key of the backend lent to s now, and keeps
+// it lent to s until done is called, once the cancel has been forwarded:
+// a cancel that reached the server after the connection went back would
+// cancel the next client's statement. (The server drops a cancel that
+// arrives while its backend waits for a command.)
+func (s *session) pooledCancelKey() (key upstreamKey, done func(), ok bool) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	c := s.pooled.lent
 	if c == nil {
-		return upstreamKey{}, false
+		return upstreamKey{}, nil, false
 	}
-	return upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey}, true
+	s.pooled.cancels.Add(1)
+	return upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey}, s.pooled.cancels.Done, true
 }

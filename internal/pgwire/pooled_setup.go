@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 	if q := s.setQuery(c, false); q != "" {
 		msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
 	}
+	if len(msgs) > 0 {
+		lc.unnamed = "" // a Query drops the unnamed statement, even one that fails
+	}
 	live := s.liveStatements()
 	closes := s.sweep(c, lc)
 	want := ""
@@ -91,8 +95,7 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 
 // setQuery returns the SETs that make c's reported settings the client's:
 // only client_encoding when encoding, the others otherwise; "" for none.
-// Values are E” literals, read alike under either
-// standard_conforming_strings.
+// Values are dollar-quoted (quoteLiteral).
 func (s *session) setQuery(c *pool.Conn, encoding bool) string {
 	var b strings.Builder
 	for _, n := range settable {
@@ -103,14 +106,25 @@ func (s *session) setQuery(c *pool.Conn, encoding bool) string {
 		if c.Params[n] == v {
 			continue
 		}
-		fmt.Fprintf(&b, "SET %s TO %s;", n, escapeLiteral(v))
+		fmt.Fprintf(&b, "SET %s TO %s;", n, quoteLiteral(v))
 	}
 	return b.String()
 }
 
-// escapeLiteral quotes v as an E” string literal.
-func escapeLiteral(v string) string {
-	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+// quoteLiteral quotes v as a dollar-quoted string literal, whose tag v
+// does not hold. The server reads it alike under any
+// standard_conforming_strings and any client encoding; a backslash escape
+// is not: in SJIS, BIG5 or GBK a multibyte character may end in the byte
+// of a backslash, which would escape the literal's closing quote and let a
+// client's value (a startup parameter) run as SQL, and the server refuses
+// \' there (22P06).
+func quoteLiteral(v string) string {
+	for i := 0; ; i++ {
+		tag := "$fenceproxy" + strconv.Itoa(i) + "$"
+		if strings.Index(v+tag, tag) == len(v) {
+			return tag + v + tag
+		}
+	}
 }
 
 // liveStatements returns the client's statements the server confirmed, by

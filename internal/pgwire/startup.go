@@ -77,9 +77,11 @@ func (s *session) cancel(req *pgproto3.CancelRequest) {
 		return
 	}
 	if up.pooled != nil {
-		if up, ok = up.pooled.pooledCancelKey(); !ok {
+		var done func()
+		if up, done, ok = up.pooled.pooledCancelKey(); !ok {
 			return // no statement of the session's runs: nothing to cancel
 		}
+		defer done()
 	}
 	if err := forwardCancel(up, s.cfg.dialTimeout()); err != nil {
 		s.log.Warn("forward cancel request", "err", err)
