@@ -473,7 +473,12 @@ func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
 			}
 		}
 		if typ == 'Z' && s.returnable() {
-			reusable = s.ur.idle()
+			// The client may have ended the session as soon as this
+			// ReadyForQuery reached it (a Terminate at once, as
+			// node-postgres's end() sends): close, which marks s.closed
+			// before it takes the upstream under stateMu, may then have
+			// closed the connection before returnable detached it.
+			reusable = s.ur.idle() && !s.sessionClosed()
 			return
 		}
 	}
@@ -485,6 +490,16 @@ func (s *session) endFromLending() {
 	s.pooled.ended.Store(true)
 	if !s.quiet.Load() {
 		s.close()
+	}
+}
+
+// sessionClosed reports whether close has begun.
+func (s *session) sessionClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
 	}
 }
 
