@@ -7,6 +7,16 @@
 // 55Z01 through the driver's own error API, the connection must stay usable,
 // and the database — not the client — shows what landed.
 //
+// TestDriverMatrixTransactionPool runs the same cases through a proxy in
+// transaction pool mode, a pool of two server connections shared with two
+// other clients, and again with every unit on a new server connection
+// (server_lifetime of a nanosecond), so each driver's settings are restored
+// and its named statements prepared again on other connections; psycopg
+// also logs in with SCRAM-SHA-256. What transaction pooling refuses by
+// design (SQL PREPARE, asyncpg's Pool reset query, a session SET in the
+// unit of asyncpg's unsynced prepare) must be refused as docs/drivers.md
+// says.
+//
 // The stream cases (TestDriversStreamServerCursors) read a result of more
 // than one batch through each driver's server-side cursors — SQL DECLARE and
 // FETCH (psql, pgx, lib/pq, psycopg 3 and psycopg2 named cursors, SQLAlchemy

@@ -31,6 +31,15 @@ const (
 
 var allCases = []string{caseSet, caseComment, caseSQLCommenter, caseOptions, caseParams, casePrepared, caseSetLocal}
 
+// asyncpg's cases of its own (testdata/python/asyncpg_driver.py).
+const (
+	casePreparedSet = "preparedset" // prepare() (Parse, Describe, Flush: no Sync), then SET at once
+	casePoolReset   = "poolreset"   // a Pool as it comes: release() runs asyncpg's reset query
+	casePool        = "pool"        // a Pool whose reset query is RESET ALL alone
+)
+
+var asyncpgCases = append(append([]string{}, allCases...), casePreparedSet, casePoolReset, casePool)
+
 // result is one line of a driver program's output.
 type result struct {
 	Case     string `json:"case"`
@@ -41,27 +50,63 @@ type result struct {
 }
 
 // target is where a driver connects: the proxy, as the superuser.
+// Password, when set, reaches the libpq-based programs as PGPASSWORD;
+// Pooled says the proxy is in transaction pool mode.
 type target struct {
-	Host, User, DB string
-	Port           int
+	Host, User, DB, Password string
+	Port                     int
+	Pooled                   bool
 }
 
 func (tg target) env() []string {
-	return []string{"FP_HOST=" + tg.Host, "FP_PORT=" + strconv.Itoa(tg.Port), "FP_USER=" + tg.User, "FP_DB=" + tg.DB}
+	env := []string{"FP_HOST=" + tg.Host, "FP_PORT=" + strconv.Itoa(tg.Port), "FP_USER=" + tg.User, "FP_DB=" + tg.DB}
+	if tg.Password != "" {
+		env = append(env, "PGPASSWORD="+tg.Password)
+	}
+	return env
 }
 
 type driver struct {
 	name  string
-	cases []string // allCases minus what the driver cannot do
+	cases []string // allCases minus what the driver cannot do, plus its own
 	run   func(t *testing.T, tg target) []result
+	// session and pooled are the cases whose outcome is not a fenced
+	// case's, in session and in transaction pool mode (TestDriverMatrix,
+	// TestDriverMatrixTransactionPool), with the outcome each must have.
+	session, pooled map[string]outcome
+}
+
+// outcome is what a case must report and leave in the database when it is
+// not what a fenced case must (the stale write refused with 55Z01, v = 2,
+// the mark 101).
+type outcome struct {
+	state string // the SQLSTATE of the error the case reports; "" for none
+	msg   string // a part of its message
+	v     int    // the case's row
+	mark  int64  // its resource's mark
+	why   string // the reason, for the summary
+}
+
+// refusedBefore is a case refused before any write landed.
+func refusedBefore(state, msg, why string) outcome {
+	return outcome{state: state, msg: msg, mark: 100, why: why}
 }
 
 var drivers = []driver{
-	{name: "psql", cases: without(caseParams), run: runPsql},
+	{name: "psql", cases: without(caseParams), run: runPsql, pooled: map[string]outcome{
+		casePrepared: refusedBefore("0A000", "PREPARE is not supported in transaction pool mode", "SQL PREPARE/EXECUTE, session state (psql 15 has no protocol-level prepare)"),
+	}},
 	{name: "pgx", cases: allCases, run: runPgx},
 	{name: "lib/pq", cases: allCases, run: runLibpq},
 	{name: "psycopg", cases: without(caseParams), run: runPsycopg},
-	{name: "asyncpg", cases: allCases, run: runAsyncpg},
+	{name: "asyncpg", cases: asyncpgCases, run: runAsyncpg, session: map[string]outcome{
+		casePoolReset: {mark: 100, why: "release() resets the connection"},
+	}, pooled: map[string]outcome{
+		casePreparedSet: refusedBefore("55Z05", "can be set for the session here only by a SET or RESET alone in its unit",
+			"prepare() leaves its Parse unsynced (Flush), so the SET after it is not alone in its unit"),
+		casePoolReset: refusedBefore("0A000", "a session-level advisory lock is not supported in transaction pool mode",
+			"release() runs SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL"),
+	}},
 	{name: "node-postgres", cases: without(caseParams), run: runNode},
 	{name: "pgjdbc", cases: without(caseParams), run: runJDBC},
 }
@@ -90,7 +135,7 @@ func TestDriverMatrix(t *testing.T) {
 			db := matrixDB(t, pg)
 			tg := target{Host: proxy.Host, Port: proxy.Port, User: pgcluster.Superuser, DB: db}
 			got := d.run(t, tg)
-			summary = append(summary, checkDriver(t, d, got, pg.DSN(pgcluster.Superuser, db))...)
+			summary = append(summary, checkDriver(t, d, d.session, got, pg.DSN(pgcluster.Superuser, db))...)
 		})
 	}
 	sort.Strings(summary)
@@ -105,7 +150,7 @@ func matrixDB(t *testing.T, pg *pgcluster.Cluster) string {
 	dsn := pg.DSN(pgcluster.Superuser, db)
 	harness.Migrate(t, dsn)
 	stmts := []string{"CREATE TABLE fenced (id text PRIMARY KEY, v int NOT NULL DEFAULT 0)"}
-	for _, c := range allCases {
+	for _, c := range asyncpgCases {
 		stmts = append(stmts,
 			fmt.Sprintf("INSERT INTO fenced (id) VALUES ('%s')", c),
 			fmt.Sprintf("INSERT INTO fence.hwm VALUES ('drv/%s', 100, now())", c))
@@ -117,8 +162,9 @@ func matrixDB(t *testing.T, pg *pgcluster.Cluster) string {
 }
 
 // checkDriver compares a driver's reported results and the database's
-// rows with what each case must leave, and returns a summary line per case.
-func checkDriver(t *testing.T, d driver, got []result, dsn string) []string {
+// rows with what each case must leave (a fenced case's, or its outcome in
+// other), and returns a summary line per case.
+func checkDriver(t *testing.T, d driver, other map[string]outcome, got []result, dsn string) []string {
 	t.Helper()
 	byCase := map[string]result{}
 	for _, r := range got {
@@ -128,13 +174,36 @@ func checkDriver(t *testing.T, d driver, got []result, dsn string) []string {
 	var lines []string
 	for _, c := range d.cases {
 		r, ok := byCase[c]
-		err := caseError(c, r, ok, rows[c], marks["drv/"+c])
+		var err, why string
+		if o, differs := other[c]; differs {
+			err, why = outcomeError(o, r, ok, rows[c], marks["drv/"+c]), "("+o.why+")"
+		} else {
+			err = caseError(c, r, ok, rows[c], marks["drv/"+c])
+		}
 		if err != "" {
 			t.Errorf("%s %s: %s", d.name, c, err)
 		}
-		lines = append(lines, fmt.Sprintf("%-14s %-13s %-5s %s %s", d.name, c, passFail(err), r.SQLState, r.ErrType))
+		lines = append(lines, strings.TrimSpace(fmt.Sprintf("%-14s %-13s %-5s %s %s %s", d.name, c, passFail(err), r.SQLState, r.ErrType, why)))
 	}
 	return lines
+}
+
+// outcomeError compares a case's result and row with the outcome it must
+// have.
+func outcomeError(o outcome, r result, reported bool, v int, mark int64) string {
+	switch {
+	case !reported:
+		return "the driver program reported nothing for this case"
+	case r.Error != "":
+		return r.Error
+	case r.SQLState != o.state:
+		return fmt.Sprintf("SQLSTATE %q (%s: %s), want %q", r.SQLState, r.ErrType, r.Message, o.state)
+	case !strings.Contains(r.Message, o.msg):
+		return fmt.Sprintf("message %q, want one with %q", r.Message, o.msg)
+	case v != o.v || mark != o.mark:
+		return fmt.Sprintf("row v = %d and mark %d, want %d and %d", v, mark, o.v, o.mark)
+	}
+	return ""
 }
 
 func caseError(c string, r result, reported bool, v int, mark int64) string {

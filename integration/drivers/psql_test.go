@@ -21,7 +21,7 @@ func runPsql(t *testing.T, tg target) []result {
 	var out []result
 	for _, c := range without(caseParams) {
 		r := result{Case: c}
-		for _, s := range psqlScripts(c) {
+		for _, s := range psqlScripts(c, tg.Pooled) {
 			if err := runPsqlScript(psql, tg, s, &r); err != "" {
 				r.Error = err
 				break
@@ -42,7 +42,10 @@ type psqlScript struct {
 
 const psqlReport = `\echo STALE :SQLSTATE :LAST_ERROR_MESSAGE`
 
-func psqlScripts(c string) []psqlScript {
+// psqlScripts returns case c's sessions; pooled, for a proxy in
+// transaction pool mode, where SQL PREPARE is refused: the prepared case
+// is then its PREPARE alone.
+func psqlScripts(c string, pooled bool) []psqlScript {
 	w := func(inc int) string { return writeSQL(c, inc) + ";" }
 	three := func(tokFmt string, pre ...string) string {
 		steps := append(pre, fmt.Sprintf(tokFmt, 101)+w(1), fmt.Sprintf(tokFmt, 99)+w(1000), psqlReport, fmt.Sprintf(tokFmt, 101)+w(1))
@@ -64,6 +67,9 @@ func psqlScripts(c string) []psqlScript {
 		}
 	case casePrepared:
 		prep := "SET lock.resource = 'drv/prepared';\nPREPARE upd(int) AS UPDATE fenced SET v = v + $1 WHERE id = 'prepared';"
+		if pooled {
+			return []psqlScript{{input: prep + "\n" + psqlReport, stale: true}}
+		}
 		in := strings.Join([]string{prep, "SET lock.fencing_token = 101;", "EXECUTE upd(1);", "SET lock.fencing_token = 99;", "EXECUTE upd(1000);", psqlReport, "SET lock.fencing_token = 101;", "EXECUTE upd(1);"}, "\n")
 		return []psqlScript{{input: in, stale: true}}
 	case caseSetLocal:

@@ -242,7 +242,7 @@ func poolSetting(v *pg_query.VariableSetStmt) string {
 			return "SET SESSION AUTHORIZATION"
 		case equalFoldASCII(v.Name, "role"):
 			return "SET ROLE"
-		case !isReported(v.Name):
+		case !isReported(v.Name) && !shortestFloatDigits(v):
 			return "SET of " + v.Name + " for the session"
 		}
 	case pg_query.VariableSetKind_VAR_SET_MULTI:
@@ -251,6 +251,20 @@ func poolSetting(v *pg_query.VariableSetStmt) string {
 		}
 	}
 	return ""
+}
+
+// shortestFloatDigits reports whether v sets extra_float_digits to 1, 2
+// or 3, as pgjdbc does after connecting (SET extra_float_digits = 3): since
+// PostgreSQL 12 each of them prints floats in the shortest exact form, as
+// the default 1 does, so the value left on a shared server connection
+// changes no other client's results (pgwire accepts the same values at
+// startup).
+func shortestFloatDigits(v *pg_query.VariableSetStmt) bool {
+	if !equalFoldASCII(v.Name, "extra_float_digits") || v.Kind != pg_query.VariableSetKind_VAR_SET_VALUE || len(v.Args) != 1 {
+		return false
+	}
+	val, ok := setValue(v.Args[0])
+	return ok && (val == "1" || val == "2" || val == "3")
 }
 
 // refTempPath names a search_path that may put pg_temp first: an

@@ -626,3 +626,21 @@ func TestPooledNamedSessionSetAfterOpaqueCodeIsRefused(t *testing.T) {
 		t.Fatalf("opaque re-run of a session SET: %s", got)
 	}
 }
+
+func TestPooledSessionSetOfExtraFloatDigitsToAShortestExactValuePasses(t *testing.T) {
+	// pgjdbc sends SET extra_float_digits = 3 after every connect.
+	for _, sql := range []string{"SET extra_float_digits = 3", "SET extra_float_digits TO '2'", "set EXTRA_FLOAT_DIGITS = 1", "SET SESSION extra_float_digits = 3"} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); got != "Q("+sql+")" {
+			t.Errorf("%s: %s", sql, got)
+		}
+	}
+	// Other values print floats differently (0 and below round them), or
+	// are not known until run.
+	for _, sql := range []string{"SET extra_float_digits = 0", "SET extra_float_digits = -15", "SET extra_float_digits = 4", "SET extra_float_digits FROM CURRENT"} {
+		w := pooledWire(t, nil)
+		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+}

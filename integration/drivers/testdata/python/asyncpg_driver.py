@@ -75,13 +75,74 @@ async def case_params(_):
 
 
 async def case_prepared(c):
+    """Prepared after the first SET of the token: see case_preparedset."""
     await c.execute("SET lock.resource = 'drv/prepared'")
+    stmt = None
+
+    async def write(tok, inc):
+        nonlocal stmt
+        await c.execute(f"SET lock.fencing_token = {tok}")
+        if stmt is None:
+            stmt = await c.prepare("UPDATE fenced SET v = v + $1 WHERE id = $2")
+        await stmt.fetch(inc, "prepared")
+    return await three_writes(write)
+
+
+async def case_preparedset(c):
+    """prepare() sends Parse, Describe and Flush, no Sync: the SET that
+    follows at once is in the same unit as the Parse."""
     stmt = await c.prepare("UPDATE fenced SET v = v + $1 WHERE id = $2")
+    await c.execute("SET lock.resource = 'drv/preparedset'")
 
     async def write(tok, inc):
         await c.execute(f"SET lock.fencing_token = {tok}")
-        await stmt.fetch(inc, "prepared")
+        await stmt.fetch(inc, "preparedset")
     return await three_writes(write)
+
+
+def pool(**kw):
+    return asyncpg.create_pool(host=HOST, port=PORT, user=USER, database=DB, min_size=1, max_size=1, **kw)
+
+
+async def case_poolreset(_):
+    """asyncpg's Pool as it comes: release() runs the reset query
+    SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL.
+    Reports the error release() raised, if any."""
+    p = await pool()
+    try:
+        async with p.acquire() as c:
+            await c.execute("SELECT 1")
+    except asyncpg.PostgresError as e:
+        return e
+    finally:
+        await p.close()
+    return None
+
+
+class ResetAllConnection(asyncpg.Connection):
+    """Resets with RESET ALL alone (asyncpg 0.30 renamed the method
+    get_reset_query)."""
+    def _get_reset_query(self):
+        return "RESET ALL"
+
+    get_reset_query = _get_reset_query
+
+
+async def case_pool(_):
+    """Through a Pool whose connections reset with RESET ALL alone: each
+    write acquires the connection, sets the token for the session, and
+    releases it."""
+    p = await pool(connection_class=ResetAllConnection)
+
+    async def write(tok, inc):
+        async with p.acquire() as c:
+            await c.execute("SET lock.resource = 'drv/pool'")
+            await c.execute(f"SET lock.fencing_token = {tok}")
+            await c.execute(write_sql("pool", inc))
+    try:
+        return await three_writes(write)
+    finally:
+        await p.close()
 
 
 async def case_setlocal(c):
@@ -94,7 +155,8 @@ async def case_setlocal(c):
 
 
 CASES = {"set": case_set, "comment": case_comment, "sqlcommenter": case_sqlcommenter,
-         "options": case_options, "params": case_params, "prepared": case_prepared, "setlocal": case_setlocal}
+         "options": case_options, "params": case_params, "prepared": case_prepared, "setlocal": case_setlocal,
+         "preparedset": case_preparedset, "poolreset": case_poolreset, "pool": case_pool}
 
 
 async def main():
@@ -102,6 +164,8 @@ async def main():
         c = await connect()
         try:
             report(name, stale=await run(c))
+        except asyncpg.PostgresError as e:  # a refusal where the case expects one
+            report(name, stale=e)
         except Exception as e:  # reported, and the next case runs
             report(name, error=e)
         finally:
