@@ -362,8 +362,8 @@ func (s *session) sent(typ byte) {
 		if typ == 'S' {
 			s.extOpen.Store(false)
 		}
-		if typ == 'Q' && s.pooled != nil {
-			borrowed(s.pooled.lent).unnamed = "" // a Query, the client's or gate's, drops the unnamed statement
+		if typ == 'Q' && s.pooled != nil && s.pooled.cur != nil {
+			borrowed(s.pooled.cur).unnamed = "" // a Query, the client's or gate's, drops the unnamed statement
 		}
 	case 'P', 'B', 'E', 'D', 'C':
 		// An extended sequence is open until its Sync: the server may be

@@ -49,6 +49,10 @@ type pooledState struct {
 	writing       bool
 	releaseWanted bool
 	broken        bool // the session closed lent: it must not go back
+	// cur is the connection the client reader sends the current message
+	// to: lent when the message began (the client reader's alone; lent
+	// may be cleared meanwhile when the lending ends with an error).
+	cur *pool.Conn
 	wrote         chan struct{}
 	// cancels counts the cancel requests being forwarded to the backend
 	// lent now (pooledCancelKey): the lending waits for them before the
@@ -352,7 +356,7 @@ func (s *session) pumpPooled() error {
 			}
 			continue
 		}
-		if s.pooled.lent == nil {
+		if s.pooled.cur == nil {
 			keep := typ == 'Q' || typ == 'P' && n > 0 && s.cr.peekByte() == 0
 			if err := s.lend(keep); err != nil {
 				return nil // the client has been told
@@ -382,7 +386,7 @@ func (s *session) beginWrite(typ byte) bool {
 			return false
 		}
 	}
-	s.pooled.writing = true
+	s.pooled.writing, s.pooled.cur = true, s.pooled.lent
 	return true
 }
 
@@ -434,7 +438,7 @@ func (s *session) lend(keepUnnamed bool) error {
 		s.srv.pool.Release(c, lc.r.idle())
 		return net.ErrClosed
 	}
-	s.pooled.lent, s.pooled.done, s.pooled.broken = c, done, false
+	s.pooled.lent, s.pooled.cur, s.pooled.done, s.pooled.broken = c, c, done, false
 	s.upstream, s.ur, s.uw = c.NetConn, lc.r, lc.w
 	s.stateMu.Unlock()
 	s.info.setBackendPID(c.PID)

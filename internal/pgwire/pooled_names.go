@@ -63,7 +63,7 @@ func (s *session) writeParse(p *pgproto3.Parse, m *gate.Msg) error {
 	}
 	s.pooled.stmts[m.Server] = sent
 	s.srv.statements.Store(m.Server, struct{}{})
-	c := s.pooled.lent
+	c := s.pooled.cur
 	if sent.Name == "" {
 		borrowed(c).unnamed = m.Server
 	} else {
