@@ -60,6 +60,8 @@ type pooledState struct {
 	// statement.
 	cancels sync.WaitGroup
 	done    chan struct{} // closed when the last lending's upstream reader has ended
+	// lendings hands each lending to relayLendings.
+	lendings chan lending
 
 	// params is the client's view of the settings the server reports
 	// (ParameterStatus), which setup restores on a lent connection.
@@ -164,7 +166,7 @@ func (s *session) runPooled(startup *pgproto3.StartupMessage) {
 		case <-ctx.Done():
 		}
 	}()
-	s.pooled = &pooledState{key: pool.Key{Database: db, User: user}, ctx: ctx, wrote: make(chan struct{}, 1),
+	s.pooled = &pooledState{key: pool.Key{Database: db, User: user}, ctx: ctx, wrote: make(chan struct{}, 1), lendings: make(chan lending),
 		params: map[string]string{}, stmts: map[string]*pgproto3.Parse{}}
 	defer s.srv.cancels.remove(s.key)
 	defer s.forgetStatements()
@@ -174,7 +176,35 @@ func (s *session) runPooled(startup *pgproto3.StartupMessage) {
 	}
 	s.client.SetDeadline(time.Time{})
 	s.log.Debug("session ready", "user", user, "database", db, "pool_mode", "transaction")
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		s.relayLendings()
+	}()
 	s.proxyPooled()
+	<-relayed
+}
+
+// lending is a server connection lent to the session, for its upstream
+// reader (relayLendings) to relay until done.
+type lending struct {
+	c    *pool.Conn
+	done chan struct{}
+}
+
+// relayLendings is a pooled session's upstream reader: it relays each
+// lending (pumpLent) until the session ends. One goroutine for the
+// session's life, not one per lending: a new goroutine's stack grows
+// again at every transaction.
+func (s *session) relayLendings() {
+	for {
+		select {
+		case l := <-s.pooled.lendings:
+			s.pumpLent(l.c, l.done)
+		case <-s.closed:
+			return
+		}
+	}
 }
 
 // authenticate verifies the client is user, as the pool's AuthMethod
@@ -208,7 +238,9 @@ func (s *session) pooledLogin(startup map[string]string) error {
 	}
 	for _, n := range settable {
 		if _, ok := s.pooled.params[n]; !ok {
-			s.pooled.params[n] = c.Params[n]
+			if v, reported := c.Params[n]; reported { // PostgreSQL before 14 reports no default_transaction_read_only
+				s.pooled.params[n] = v
+			}
 		}
 	}
 	if err := s.setup(c, true, true); err != nil {
@@ -442,8 +474,17 @@ func (s *session) lend(keepUnnamed bool) error {
 	s.upstream, s.ur, s.uw = c.NetConn, lc.r, lc.w
 	s.stateMu.Unlock()
 	s.info.setBackendPID(c.PID)
-	go s.pumpLent(c, done)
-	return nil
+	select {
+	case s.pooled.lendings <- lending{c, done}: // relayLendings waits for it: the last lending is done
+		return nil
+	case <-s.closed:
+		s.stateMu.Lock()
+		s.pooled.lent, s.upstream = nil, nil
+		s.stateMu.Unlock()
+		s.srv.pool.Release(c, false) // close may have closed it
+		close(done)
+		return net.ErrClosed
+	}
 }
 
 var errStopped = errors.New("session stopped")

@@ -47,11 +47,13 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 	lc := borrowed(c)
 	var msgs []pgproto3.FrontendMessage
 	var groups []setupGroup
-	if q := s.setQuery(c, true); q != "" {
-		msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
-	}
-	if q := s.setQuery(c, false); q != "" {
-		msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
+	if s.settingsDiffer(c) {
+		if q := s.setQuery(c, true); q != "" {
+			msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
+		}
+		if q := s.setQuery(c, false); q != "" {
+			msgs, groups = append(msgs, &pgproto3.Query{String: q}), append(groups, setupGroup{query: true})
+		}
 	}
 	if len(msgs) > 0 {
 		lc.unnamed = "" // a Query drops the unnamed statement, even one that fails
@@ -93,6 +95,18 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 	return s.checkSettings(c, login)
 }
 
+// settingsDiffer reports whether any setting setup restores differs
+// between the client's view and c.
+func (s *session) settingsDiffer(c *pool.Conn) bool {
+	for _, n := range settable {
+		v, ok := s.pooled.params[n]
+		if have, set := c.Params[n]; ok != set || have != v {
+			return true
+		}
+	}
+	return false
+}
+
 // setQuery returns the SETs that make c's reported settings the client's:
 // only client_encoding when encoding, the others otherwise; "" for none.
 // Values are dollar-quoted (quoteLiteral).
@@ -102,8 +116,8 @@ func (s *session) setQuery(c *pool.Conn, encoding bool) string {
 		if (n == "client_encoding") != encoding {
 			continue
 		}
-		v := s.pooled.params[n]
-		if c.Params[n] == v {
+		v, ok := s.pooled.params[n]
+		if have, set := c.Params[n]; ok == set && have == v {
 			continue
 		}
 		fmt.Fprintf(&b, "SET %s TO %s;", n, quoteLiteral(v))
@@ -131,6 +145,9 @@ func quoteLiteral(v string) string {
 // server name, with their client names ("" the unnamed one); the Parses
 // kept of any others are forgotten.
 func (s *session) liveStatements() map[string]string {
+	if len(s.pooled.stmts) == 0 {
+		return nil // every statement the gate confirmed was sent, and kept, here
+	}
 	live := map[string]string{}
 	s.gateMu.Lock()
 	if g, ok := s.gate.(interface {
@@ -276,7 +293,9 @@ func (s *session) setupFailed(c *pool.Conn, err error) error {
 func (s *session) checkSettings(c *pool.Conn, login bool) error {
 	for _, n := range settable {
 		if login {
-			s.pooled.params[n] = c.Params[n]
+			if v, reported := c.Params[n]; reported {
+				s.pooled.params[n] = v
+			}
 			continue
 		}
 		if c.Params[n] != s.pooled.params[n] {
