@@ -52,8 +52,8 @@ type pooledState struct {
 	// cur is the connection the client reader sends the current message
 	// to: lent when the message began (the client reader's alone; lent
 	// may be cleared meanwhile when the lending ends with an error).
-	cur *pool.Conn
-	wrote         chan struct{}
+	cur   *pool.Conn
+	wrote chan struct{}
 	// cancels counts the cancel requests being forwarded to the backend
 	// lent now (pooledCancelKey): the lending waits for them before the
 	// connection goes back, so that none reaches another client's
