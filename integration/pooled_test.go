@@ -16,6 +16,8 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // pooledEnv is a proxy in transaction pool mode over a fresh PostgreSQL
@@ -409,5 +411,50 @@ func TestPooledClientsLeavingKeepTheConnectionsGood(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "processed: 12800/12800") {
 			t.Fatalf("round %d: pgbench: %v\n%s", round, err, out)
 		}
+	}
+}
+
+// TestPooledOperatorsSeeThePool: the admin view (Server.PoolList, served
+// as GET /admin/pools) and the metrics show a pool's server connections,
+// active and idle, and the clients waiting for one.
+func TestPooledOperatorsSeeThePool(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	reg := prometheus.NewRegistry()
+	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Metrics: reg,
+		Pool: &pgwire.PoolConfig{Size: 1, AuthMethod: clientauth.Trust}})
+	app := p.DSN(pgcluster.Superuser, "", db)
+	holder, waiter := connect(t, app, pgx.QueryExecModeExec), connect(t, app, pgx.QueryExecModeExec)
+	mustExec(t, holder, "BEGIN")
+	mustExec(t, holder, "SELECT 1")
+	waited := make(chan error, 1)
+	go func() {
+		_, err := waiter.Exec(context.Background(), "SELECT 2")
+		waited <- err
+	}()
+	var got pgwire.PoolInfo
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if l := p.Server().PoolList(); len(l) == 1 && l[0].Waiting == 1 {
+			got = l[0]
+			break
+		}
+	}
+	if got.Database != db || got.User != pgcluster.Superuser || got.Active != 1 || got.Idle != 0 || got.Waiting != 1 {
+		t.Fatalf("pool while one client holds the connection and one waits: %+v", got)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+# HELP fenceproxy_pool_clients_waiting Clients queued now for a server connection of the transaction pool.
+# TYPE fenceproxy_pool_clients_waiting gauge
+fenceproxy_pool_clients_waiting{database=%q,user=%q} 1
+`, db, pgcluster.Superuser)), "fenceproxy_pool_clients_waiting"); err != nil {
+		t.Error(err)
+	}
+	mustExec(t, holder, "COMMIT")
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiting client: %v", err)
+	}
+	l := p.Server().PoolList()
+	if len(l) != 1 || l[0].Active != 0 || l[0].Idle != 1 || l[0].Waits < 1 {
+		t.Fatalf("pool once both are idle: %+v", l)
 	}
 }
