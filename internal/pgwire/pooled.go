@@ -521,6 +521,13 @@ func (s *session) closeLent() {
 // to the pool (at an idle ReadyForQuery) or the session ends.
 func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
 	reusable := false
+	relayed := byteCount{counter: s.srv.metrics.bytesToClient}
+	flushed := true
+	flush := func() {
+		relayed.flush()
+		s.cw.Flush() // a failure means the client is gone: its reader ends the session
+		flushed = true
+	}
 	defer func() {
 		s.stateMu.Lock()
 		s.pooled.lent, s.upstream = nil, nil
@@ -528,9 +535,11 @@ func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
 		s.info.setBackendPID(0)
 		s.pooled.cancels.Wait()
 		s.srv.pool.Release(c, reusable)
+		if !flushed {
+			flush() // the last ReadyForQuery, once the connection is back
+		}
 		close(done)
 	}()
-	relayed := byteCount{counter: s.srv.metrics.bytesToClient}
 	defer relayed.flush()
 	for {
 		typ, n, err := s.ur.header()
@@ -543,16 +552,25 @@ func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
 			s.endFromLending()
 			return
 		}
+		if typ == 'Z' {
+			flushed = false
+			if s.returnable(flush) {
+				// Back in the pool before the client sees this
+				// ReadyForQuery (unless the client reader was sending a
+				// message): a client that leaves at once (Terminate)
+				// cannot close the connection under the release, and one
+				// that saw it finds the connection free.
+				reusable = s.ur.idle()
+				return
+			}
+		}
 		if s.ur.idle() || typ == 'Z' {
 			relayed.flush()
+			flushed = true
 			if err := s.cw.Flush(); err != nil {
 				s.endFromLending()
 				return
 			}
-		}
-		if typ == 'Z' && s.returnable() {
-			reusable = s.ur.idle()
-			return
 		}
 	}
 }
@@ -571,9 +589,9 @@ func (s *session) endFromLending() {
 // unanswered, no extended sequence open), and it has not closed the
 // connection (the session's close, which closes s.closed first, or
 // closeLent and stopUpstream, which mark it broken). When the client
-// reader is sending a message meanwhile, it waits for that message and
-// looks again.
-func (s *session) returnable() bool {
+// reader is sending a message meanwhile, it calls beforeWait (once),
+// waits for that message and looks again.
+func (s *session) returnable(beforeWait func()) bool {
 	for {
 		settled := s.gateSettled()
 		s.stateMu.Lock()
@@ -594,6 +612,10 @@ func (s *session) returnable() bool {
 		}
 		s.pooled.releaseWanted = true
 		s.stateMu.Unlock()
+		if beforeWait != nil {
+			beforeWait()
+			beforeWait = nil
+		}
 		select {
 		case <-s.pooled.wrote:
 		case <-s.closed:
