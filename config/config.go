@@ -423,16 +423,23 @@ func (c *Config) validateLimits(p *problems) {
 	if c.AnalysisCacheBytes < 0 {
 		p.add("analysis_cache_bytes", "analysis_cache_bytes", "%d, want 0 (no cache) or more", c.AnalysisCacheBytes)
 	}
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{
-		{"startup_timeout", c.StartupTimeout},
-		{"upstream_connect_timeout", c.UpstreamConnectTimeout},
-		{"shutdown_timeout", c.ShutdownTimeout},
-	} {
+	p.positive("10s", namedDuration{"startup_timeout", c.StartupTimeout},
+		namedDuration{"upstream_connect_timeout", c.UpstreamConnectTimeout},
+		namedDuration{"shutdown_timeout", c.ShutdownTimeout})
+}
+
+// namedDuration is a duration key's name and value, for problems.positive.
+type namedDuration struct {
+	key string
+	v   time.Duration
+}
+
+// positive adds a problem for each duration that is not above zero;
+// example is a good value to name.
+func (p *problems) positive(example string, ds ...namedDuration) {
+	for _, d := range ds {
 		if d.v <= 0 {
-			p.add(d.key, d.key, "%s, want a positive duration such as \"10s\"", d.v)
+			p.add(d.key, d.key, "%s, want a positive duration such as %q", d.v, example)
 		}
 	}
 }
@@ -446,18 +453,9 @@ func (c *Config) validatePool(p *problems) {
 	}
 	// Zero is refused rather than read as PgBouncer reads it (no limit, or
 	// for server_lifetime one use per connection).
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{
-		{"query_wait_timeout", c.QueryWaitTimeout},
-		{"server_idle_timeout", c.ServerIdleTimeout},
-		{"server_lifetime", c.ServerLifetime},
-	} {
-		if d.v <= 0 {
-			p.add(d.key, d.key, "%s, want a positive duration such as \"120s\"", d.v)
-		}
-	}
+	p.positive("120s", namedDuration{"query_wait_timeout", c.QueryWaitTimeout},
+		namedDuration{"server_idle_timeout", c.ServerIdleTimeout},
+		namedDuration{"server_lifetime", c.ServerLifetime})
 	method, err := clientauth.ParseMethod(c.AuthType)
 	if err != nil {
 		p.add("auth_type", "auth_type", "%q is not one of trust, password, md5, scram-sha-256", c.AuthType)

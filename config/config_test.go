@@ -116,12 +116,36 @@ resources:
 	}
 }
 
+// validateCase is a change to Default and what Validate says of it: ""
+// for nothing, else a part of its error.
+type validateCase struct {
+	name    string
+	edit    func(*Config)
+	wantErr string
+}
+
+func runValidateCases(t *testing.T, tests []validateCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.edit(&c)
+			err := c.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestValidateTLSAndLimits(t *testing.T) {
-	tests := []struct {
-		name    string
-		edit    func(*Config)
-		wantErr string
-	}{
+	tests := []validateCase{
 		{"defaults", func(*Config) {}, ""},
 		{"require without cert", func(c *Config) { c.ClientTLS = "require" }, "client_tls: require needs tls_cert and tls_key"},
 		{"require with cert", func(c *Config) { c.ClientTLS, c.TLSCert, c.TLSKey = "require", "c.pem", "k.pem" }, ""},
@@ -141,22 +165,7 @@ func TestValidateTLSAndLimits(t *testing.T) {
 		{"unknown relay", func(c *Config) { c.Relay = "threads" }, `relay: "threads" is neither`},
 		{"goroutine relay", func(c *Config) { c.Relay = "goroutines" }, ""},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
-			tt.edit(&c)
-			err := c.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate = %v, want it to contain %q", err, tt.wantErr)
-			}
-		})
-	}
+	runValidateCases(t, tests)
 }
 
 // TestPoolDefaults: session mode, and PgBouncer's defaults for the pool
@@ -171,11 +180,7 @@ func TestPoolDefaults(t *testing.T) {
 }
 
 func TestValidatePool(t *testing.T) {
-	tests := []struct {
-		name    string
-		edit    func(*Config)
-		wantErr string
-	}{
+	tests := []validateCase{
 		{"transaction with auth_file", func(c *Config) { c.PoolMode, c.AuthFile = "transaction", "users.txt" }, ""},
 		{"transaction without auth_file", func(c *Config) { c.PoolMode = "transaction" },
 			"auth_file: required with pool_mode: transaction unless auth_type is trust"},
@@ -191,22 +196,7 @@ func TestValidatePool(t *testing.T) {
 		{"unknown auth_type", func(c *Config) { c.AuthType = "scram" }, `auth_type: "scram" is not one of trust, password, md5, scram-sha-256`},
 		{"auth_type is case-sensitive", func(c *Config) { c.AuthType = "MD5" }, `auth_type: "MD5" is not one of`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
-			tt.edit(&c)
-			err := c.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate = %v, want it to contain %q", err, tt.wantErr)
-			}
-		})
-	}
+	runValidateCases(t, tests)
 }
 
 // TestPoolProblemsWithTheirLines: a missing auth_file is placed at

@@ -326,12 +326,7 @@ func upstreamConnectError(err error) *pgproto3.ErrorResponse {
 // proxy for the error paths, which are the same once no upstream reader
 // runs.
 func (s *session) proxyPooled() {
-	s.stateMu.Lock()
-	s.proxying, s.txStatus = true, 'I'
-	draining := s.draining
-	s.stateMu.Unlock()
-	if draining {
-		s.sendClient(s.stopError())
+	if !s.startProxying() {
 		return
 	}
 	err := s.pumpPooled()

@@ -226,12 +226,7 @@ func (s *session) run(ctx context.Context) {
 // stops, and then the client is told why: the reader owns s.cw until it has
 // exited.
 func (s *session) proxy() {
-	s.stateMu.Lock()
-	s.proxying, s.txStatus = true, 'I'
-	draining := s.draining
-	s.stateMu.Unlock()
-	if draining {
-		s.sendClient(s.stopError())
+	if !s.startProxying() {
 		return
 	}
 	if s.relayInLoop() {
@@ -265,6 +260,20 @@ func (s *session) proxy() {
 	}
 	s.close()
 	<-done
+}
+
+// startProxying marks the session past startup, and reports false, having
+// told the client, when a shutdown began meanwhile.
+func (s *session) startProxying() bool {
+	s.stateMu.Lock()
+	s.proxying, s.txStatus = true, 'I'
+	draining := s.draining
+	s.stateMu.Unlock()
+	if draining {
+		s.sendClient(s.stopError())
+		return false
+	}
+	return true
 }
 
 // pendingWriter holds output an event loop could not write yet.
