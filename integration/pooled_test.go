@@ -458,3 +458,43 @@ fenceproxy_pool_clients_waiting{database=%q,user=%q} 1
 		t.Fatalf("pool once both are idle: %+v", l)
 	}
 }
+
+// TestPooledShutdown: a graceful shutdown in transaction pool mode ends
+// idle clients at once with 57P01, lets a transaction finish on its lent
+// connection, then ends that client too; an administrator's terminate of
+// an idle pooled client does the same.
+func TestPooledShutdown(t *testing.T) {
+	pg := harness.Postgres(t)
+	e := &env{pg: pg, db: harness.CreateDB(t, pg)}
+	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Pool: &pgwire.PoolConfig{Size: 1, AuthMethod: clientauth.Trust}})
+	killed := readyConn(t, e, "pooled_killed")
+	idle := readyConn(t, e, "pooled_idle")
+	busy := readyConn(t, e, "pooled_busy")
+	for _, s := range e.proxy.Server().Sessions() {
+		if s.ApplicationName == "pooled_killed" && !e.proxy.Server().Terminate(s.ID) {
+			t.Fatal("terminate found no session")
+		}
+	}
+	expectFatal(t, killed, "57P01")
+	if st := busy.query("BEGIN"); st != 'T' {
+		t.Fatalf("status %q after BEGIN", st)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.proxy.Shutdown(t.Context()) }()
+	expectFatal(t, idle, "57P01")
+	if st := busy.query("SELECT 1"); st != 'T' {
+		t.Fatalf("status %q in the transaction", st)
+	}
+	if st := busy.query("COMMIT"); st != 'I' {
+		t.Fatalf("status %q after COMMIT", st)
+	}
+	busy.expectFatal("57P01")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return after the last session ended")
+	}
+}
