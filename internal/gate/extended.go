@@ -140,6 +140,18 @@ func (s *Session) serverName(name string) Decision {
 	return Decision{Server: p.server}
 }
 
+// PooledStatement returns the server name (Msg.Server of its Parse) of
+// the protocol-level statement name the server confirmed, under
+// Config.Pooled; ok false when there is none. Only meaningful while
+// Settled.
+func (s *Session) PooledStatement(name string) (server string, ok bool) {
+	p := s.reg.confirmed[regKey{name: name}]
+	if p == nil || p.server == "" || p.st != nil {
+		return "", false
+	}
+	return p.server, true
+}
+
 // PooledStatements calls f with each protocol-level statement the server
 // confirmed (name "" is the unnamed one) and the name it has on the
 // server (Msg.Server of its Parse), under Config.Pooled, where pgwire

@@ -68,10 +68,13 @@ type pooledState struct {
 	// Written by the upstream reader while lent, by the client reader
 	// between lendings.
 	params map[string]string
-	// stmts are the client's protocol-level statements by server name, as
-	// their Parse went upstream; the gate says which exist
-	// (gate.Session.PooledStatements).
-	stmts map[string]*pgproto3.Parse
+	// stmts are the client's named protocol-level statements by server
+	// name, as their Parse went upstream; the gate says which exist
+	// (gate.Session.PooledStatements). unnamed is the last Parse of the
+	// unnamed statement sent, and unnamedServer its Msg.Server.
+	stmts         map[string]*pgproto3.Parse
+	unnamed       *pgproto3.Parse
+	unnamedServer string
 	// ended: the upstream reader of a lending ended the session, and told
 	// the client why.
 	ended atomic.Bool

@@ -61,14 +61,17 @@ func (s *session) writeParse(p *pgproto3.Parse, m *gate.Msg) error {
 	if err := s.writeUpstreamOwn(sent); err != nil {
 		return err
 	}
-	s.pooled.stmts[m.Server] = sent
-	s.srv.statements.Store(m.Server, struct{}{})
 	c := s.pooled.cur
 	if sent.Name == "" {
+		// One unnamed statement at a time, replaced by the next: nothing
+		// to sweep, nothing for other sessions to look up.
+		s.pooled.unnamed, s.pooled.unnamedServer = sent, m.Server
 		borrowed(c).unnamed = m.Server
-	} else {
-		c.Prepared[m.Server] = 1
+		return nil
 	}
+	s.pooled.stmts[m.Server] = sent
+	s.srv.statements.Store(m.Server, struct{}{})
+	c.Prepared[m.Server] = 1
 	return nil
 }
 

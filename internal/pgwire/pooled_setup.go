@@ -33,10 +33,11 @@ import (
 
 // setupGroup is one unit of a setup, answered up to its ReadyForQuery.
 type setupGroup struct {
-	query  bool   // a Query of SETs: an error ends the session
-	parse  string // a Parse of this server name ("" none)
-	closes []string
-	failed *pgproto3.ErrorResponse
+	query   bool   // a Query of SETs: an error ends the session
+	parse   string // a Parse of this server name ("" none)
+	unnamed bool   // the Parse is of the unnamed statement
+	closes  []string
+	failed  *pgproto3.ErrorResponse
 }
 
 // setup readies c for the session. keepUnnamed: the client's first
@@ -60,13 +61,8 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 	}
 	live := s.liveStatements()
 	closes := s.sweep(c, lc)
-	want := ""
-	for server, name := range live {
-		if name == "" {
-			want = server
-		}
-	}
-	if !keepUnnamed && want != lc.unnamed && want == "" {
+	unnamed := s.unnamedWanted()
+	if !keepUnnamed && unnamed == nil && lc.unnamed != "" {
 		closes = append(closes, "")
 	}
 	if len(closes) > 0 {
@@ -75,12 +71,13 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 		}
 		msgs, groups = append(msgs, &pgproto3.Sync{}), append(groups, setupGroup{closes: closes})
 	}
-	for server, name := range live {
+	if !keepUnnamed && unnamed != nil && lc.unnamed != s.pooled.unnamedServer {
+		msgs = append(msgs, unnamed, &pgproto3.Sync{})
+		groups = append(groups, setupGroup{parse: s.pooled.unnamedServer, unnamed: true})
+	}
+	for server := range live {
 		p := s.pooled.stmts[server]
-		if p == nil || name == "" && (keepUnnamed || lc.unnamed == server) {
-			continue
-		}
-		if _, ok := c.Prepared[server]; ok && name != "" {
+		if _, ok := c.Prepared[server]; ok || p == nil {
 			continue
 		}
 		msgs = append(msgs, p, &pgproto3.Sync{})
@@ -141,9 +138,31 @@ func quoteLiteral(v string) string {
 	}
 }
 
-// liveStatements returns the client's statements the server confirmed, by
-// server name, with their client names ("" the unnamed one); the Parses
-// kept of any others are forgotten.
+// unnamedWanted returns the Parse of the client's unnamed statement, which
+// a connection lent to it must have: the last one sent, when the server
+// confirmed it; nil for none (the server has none either when that Parse
+// failed: a Parse of the unnamed statement drops the old one first).
+func (s *session) unnamedWanted() *pgproto3.Parse {
+	if s.pooled.unnamed == nil {
+		return nil
+	}
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	g, ok := s.gate.(interface {
+		PooledStatement(name string) (string, bool)
+	})
+	if !ok {
+		return nil
+	}
+	if server, ok := g.PooledStatement(""); !ok || server != s.pooled.unnamedServer {
+		return nil
+	}
+	return s.pooled.unnamed
+}
+
+// liveStatements returns the client's named statements the server
+// confirmed, by server name, with their client names; the Parses kept of
+// any others are forgotten.
 func (s *session) liveStatements() map[string]string {
 	if len(s.pooled.stmts) == 0 {
 		return nil // every statement the gate confirmed was sent, and kept, here
@@ -153,7 +172,11 @@ func (s *session) liveStatements() map[string]string {
 	if g, ok := s.gate.(interface {
 		PooledStatements(func(name, server string))
 	}); ok {
-		g.PooledStatements(func(name, server string) { live[server] = name })
+		g.PooledStatements(func(name, server string) {
+			if name != "" {
+				live[server] = name
+			}
+		})
 	}
 	s.gateMu.Unlock()
 	for server := range s.pooled.stmts {
@@ -220,16 +243,12 @@ func (s *session) runSetup(c *pool.Conn, lc *lentConn, msgs []pgproto3.FrontendM
 			e.Severity, e.SeverityUnlocalized = "FATAL", "FATAL"
 			s.sendClient(&e)
 			return fmt.Errorf("setting the client's parameters: %s", g.failed.Message)
+		case g.unnamed && g.failed == nil:
+			lc.unnamed = g.parse
+		case g.unnamed:
+			lc.unnamed = ""
 		case g.parse != "" && g.failed == nil:
-			if s.pooled.stmts[g.parse].Name == "" {
-				lc.unnamed = g.parse
-			} else {
-				c.Prepared[g.parse] = 1
-			}
-		case g.parse != "":
-			if s.pooled.stmts[g.parse].Name == "" {
-				lc.unnamed = ""
-			}
+			c.Prepared[g.parse] = 1
 		case g.closes != nil && g.failed == nil:
 			for _, name := range g.closes {
 				if name == "" {
