@@ -66,8 +66,9 @@ type pooledState struct {
 	// params is the client's view of the settings the server reports
 	// (ParameterStatus), which setup restores on a lent connection.
 	// Written by the upstream reader while lent, by the client reader
-	// between lendings.
-	params map[string]string
+	// between lendings. settings is its settingsKey, "" once it changed.
+	params   map[string]string
+	settings string
 	// stmts are the client's named protocol-level statements by server
 	// name, as their Parse went upstream; the gate says which exist
 	// (gate.Session.PooledStatements). unnamed is the last Parse of the
@@ -88,6 +89,9 @@ type lentConn struct {
 	w       *bufio.Writer
 	unnamed string
 	swept   int // len(Prepared) after the last sweep of dead statements
+	// settings is settingsKey of the connection's Params; "" when they
+	// changed since it was taken.
+	settings string
 }
 
 func borrowed(c *pool.Conn) *lentConn {
@@ -637,9 +641,11 @@ func (s *session) isClosed() bool {
 func (s *session) paramReported(name, value string) {
 	if c := s.pooled.lent; c != nil {
 		c.Params[name] = value
+		borrowed(c).settings = ""
 	}
 	if settableName(name) != "" {
 		s.pooled.params[name] = value
+		s.pooled.settings = ""
 	}
 }
 

@@ -93,15 +93,32 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 }
 
 // settingsDiffer reports whether any setting setup restores differs
-// between the client's view and c.
+// between the client's view and c: one comparison of their settingsKeys,
+// each taken again only after its settings changed.
 func (s *session) settingsDiffer(c *pool.Conn) bool {
-	for _, n := range settable {
-		v, ok := s.pooled.params[n]
-		if have, set := c.Params[n]; ok != set || have != v {
-			return true
-		}
+	lc := borrowed(c)
+	if lc.settings == "" {
+		lc.settings = settingsKey(c.Params)
 	}
-	return false
+	if s.pooled.settings == "" {
+		s.pooled.settings = settingsKey(s.pooled.params)
+	}
+	return lc.settings != s.pooled.settings
+}
+
+// settingsKey is one string that tells apart any two sets of values of
+// the settings setup restores (never "").
+func settingsKey(params map[string]string) string {
+	var b strings.Builder
+	for _, n := range settable {
+		if v, ok := params[n]; ok {
+			b.WriteString(strconv.Itoa(len(v)))
+			b.WriteByte(':')
+			b.WriteString(v)
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
 }
 
 // setQuery returns the SETs that make c's reported settings the client's:
@@ -290,6 +307,7 @@ func (s *session) readSetupGroup(c *pool.Conn, lc *lentConn, g *setupGroup) erro
 				return err
 			}
 			c.Params[ps.Name] = ps.Value
+			lc.settings = ""
 		case 'C', '1', '3', 'N', 'A':
 		default:
 			return fmt.Errorf("unexpected reply %q to the proxy's setup", typ)
@@ -314,6 +332,7 @@ func (s *session) checkSettings(c *pool.Conn, login bool) error {
 		if login {
 			if v, reported := c.Params[n]; reported {
 				s.pooled.params[n] = v
+				s.pooled.settings = ""
 			}
 			continue
 		}
