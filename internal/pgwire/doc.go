@@ -26,6 +26,21 @@
 // proxy); a CancelRequest carrying that key is forwarded to the right
 // upstream backend with the real key.
 //
+// # Transaction pool mode
+//
+// With Config.Pool the Server is a pooler (pooled.go, pooled_setup.go,
+// pooled_names.go, pooled_config.go): the session authenticates its client
+// itself (package clientauth), and holds a server connection of its pool
+// (package pool, per database and user) only from the first message that
+// needs the server to the ReadyForQuery 'I' that leaves it idle. A setup
+// exchange, hidden from the client and from gate, first makes a lent
+// connection's reported settings and statements the client's; statement
+// names are the proxy's (gate.ServerStatementName). The client's cancel key
+// maps to the session and reaches the backend lent to it at that moment.
+// gate's Config.Pooled decides what such a session may run. Pooled
+// sessions use the goroutine relay, one upstream reader for the session's
+// life. docs/design.md "Transaction pooling" has the rules.
+//
 // # Limits
 //
 // Config.MaxClientConns bounds sessions (the excess is refused after its
@@ -96,9 +111,13 @@
 //     server's state cannot be known (gate.Decision.Fail: SQL sent during
 //     COPY FROM STDIN, or in an extended sequence after a failed COPY
 //     with a Sync in it, before the next Sync)
-//   - 0A000 a replication connection (startup parameter replication)
+//   - 0A000 a replication connection (startup parameter replication); in
+//     transaction pool mode, a startup parameter the pool cannot keep
+//     per client
+//   - 28P01 in transaction pool mode, a failed client login (clientauth)
 //   - 28000 a plaintext client when Config.RequireClientTLS is set
-//   - 53300 a client beyond Config.MaxClientConns
+//   - 53300 a client beyond Config.MaxClientConns; in transaction pool
+//     mode, a client that waited query_wait_timeout for a server connection
 //   - 57P01 the proxy is shutting down
 //   - XX000 the fencing state held a message back with no reply
 //     outstanding (a bug in gate)
