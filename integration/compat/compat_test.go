@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 )
@@ -31,11 +32,16 @@ func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 var knownDifferences = map[string]string{}
 
 // known reports whether name ("pkg Test/sub") is a known difference.
-func known(name string) bool {
-	pkg, test, _ := strings.Cut(name, " ")
-	top, _, _ := strings.Cut(test, "/")
-	_, ok := knownDifferences[pkg+" "+top]
-	return ok
+func known(name string) bool { return knownIn(knownDifferences)(name) }
+
+// knownIn returns a report whether name's top-level test is in list.
+func knownIn(list map[string]string) func(name string) bool {
+	return func(name string) bool {
+		pkg, test, _ := strings.Cut(name, " ")
+		top, _, _ := strings.Cut(test, "/")
+		_, ok := list[pkg+" "+top]
+		return ok
+	}
 }
 
 // TestPgxSuite runs pgx's test suite direct and through the proxy (with the
@@ -55,6 +61,40 @@ func TestPgxSuite(t *testing.T) {
 	direct := runSuite(t, src, pgxEnv("127.0.0.1", pg.Port, db))
 	through := runSuite(t, src, pgxEnv(proxy.Host, proxy.Port, db))
 	report(t, direct, through, known)
+}
+
+// knownTransactionPool are top-level tests (with all their subtests) that
+// pass direct and fail through a proxy in transaction pool mode, each for
+// what that mode refuses by design (docs/topologies.md#transaction-pool-mode);
+// any other difference fails TestPgxSuiteTransactionPool.
+var knownTransactionPool = map[string]string{}
+
+// TestPgxSuiteTransactionPool runs pgx's test suite direct and through a
+// proxy in transaction pool mode (pool_mode: transaction, 4 server
+// connections, clients trusted, the suite's password roles logged in to
+// the server with their passwords from an auth file) and reports the
+// difference of the pass sets. A client waits at most 10 s for a server
+// connection, so that a test needing more than the pool fails instead of
+// stalling the run. COMPAT_RUN narrows it, as for TestPgxSuite.
+func TestPgxSuiteTransactionPool(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	setupPgxDB(t, pg, db)
+	harness.Migrate(t, pg.DSN(pgcluster.Superuser, db))
+	// The names and passwords have no quote to double.
+	auth, err := clientauth.Parse(strings.NewReader(fmt.Sprintf(`"%s" "unused"`+"\n"+`"%s" "%s"`+"\n"+`"%s" "%s"`+"\n",
+		pgcluster.Superuser, harness.MD5User, harness.MD5Password, harness.ScramUser, harness.ScramPassword)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), UpstreamTLS: pgwire.UpstreamTLSPrefer, Logger: quiet,
+		Pool: &pgwire.PoolConfig{Size: 4, WaitTimeout: 10 * time.Second, AuthMethod: clientauth.Trust, Auth: auth}})
+	src := copyPgx(t)
+
+	direct := runSuite(t, src, pgxEnv("127.0.0.1", pg.Port, db))
+	through := runSuite(t, src, pgxEnv(proxy.Host, proxy.Port, db))
+	report(t, direct, through, knownIn(knownTransactionPool))
 }
 
 // setupPgxDB does what pgx's testsetup/postgresql_setup.sql does that its
