@@ -53,8 +53,9 @@ image:
 	docker build --build-arg VERSION=$$(cat VERSION) --build-arg COMMIT=$$(git rev-parse HEAD) -t fenceproxy:$$(cat VERSION) .
 
 ## chaos: the fault suite (integration/chaos) for CHAOS_DURATION (default 5m) with
-## the hand-off targets enforced, then 10 lock-run takeovers that must exit 76.
-## make test runs a 45 s round of it with correctness checks only.
+## the hand-off targets enforced (and its transaction-pool round for half of it),
+## then 10 lock-run takeovers that must exit 76.
+## make test runs a 45 s round of it (and 22 s pooled) with correctness checks only.
 CHAOS_DURATION ?= 5m
 chaos:
 	FENCEPROXY_CHAOS_DURATION=$(CHAOS_DURATION) FENCEPROXY_CHAOS_STRICT=1 \
