@@ -154,6 +154,33 @@ func TestPooledReportedSettingsArePerClient(t *testing.T) {
 	}
 }
 
+// TestPooledLoginGetsTheServersDefaultsNotTheLastBorrowers: a client that
+// logs in on a server connection another client left with its session
+// SETs of reported settings starts with the server's defaults (reported
+// at login and in force), not with what the other client set.
+func TestPooledLoginGetsTheServersDefaultsNotTheLastBorrowers(t *testing.T) {
+	e := newPooledEnv(t, 1, nil)
+	a := connect(t, e.app, pgx.QueryExecModeExec)
+	mustExec(t, a, "SET TimeZone = 'Asia/Tokyo'")
+	mustExec(t, a, "SET application_name = 'client a'")
+	mustExec(t, a, "SET standard_conforming_strings = off")
+	b := connect(t, e.app, pgx.QueryExecModeExec) // logs in on the connection a left
+	direct := connect(t, e.direct, pgx.QueryExecModeExec)
+	for _, name := range []string{"TimeZone", "application_name", "standard_conforming_strings"} {
+		want := direct.PgConn().ParameterStatus(name)
+		if got := b.PgConn().ParameterStatus(name); got != want {
+			t.Errorf("client b logged in with %s %q reported, want the server's %q", name, got, want)
+		}
+		var got string
+		if err := b.QueryRow(t.Context(), "SELECT current_setting($1)", name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("client b runs with %s %q, want the server's %q", name, got, want)
+		}
+	}
+}
+
 // TestPooledStaleHolderNeverLands: over one shared server connection,
 // old holder B (token 41) and new holder A (token 42) interleave
 // session-level SET and RESET, SET LOCAL, comments and startup options;

@@ -195,7 +195,7 @@ func (s *session) pooledLogin(startup map[string]string) error {
 	}
 	for _, n := range settable {
 		if _, ok := s.pooled.params[n]; !ok {
-			s.pooled.params[n] = c.Params[n]
+			s.pooled.params[n] = c.Defaults[n] // not c.Params: the last borrower's SETs
 		}
 	}
 	if err := s.setup(c, true, true); err != nil {
