@@ -79,7 +79,8 @@ bench-memory:
 
 ## compat: pgx's own test suite (go.mod's pgx, from the module cache) and psycopg
 ## 3.1.7's (vendored; Debian's python3-psycopg), each direct and through the
-## proxy; prints the pass counts and the difference of the pass sets (docs/compat.md).
+## proxy, pgx's also through the proxy in transaction pool mode; prints the pass
+## counts and the difference of the pass sets (docs/compat.md).
 ## compat-deps: what psycopg's suite imports (scripts/install-compat-deps.sh)
 compat: test-deps compat-deps
 	$(GO) test -tags compat -count=1 -v -timeout 120m -run 'TestPgxSuite|TestPsycopgSuite' ./integration/compat/

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
-	"github.com/fenceproxy/fenceproxy/internal/clientauth"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 )
@@ -61,40 +60,6 @@ func TestPgxSuite(t *testing.T) {
 	direct := runSuite(t, src, pgxEnv("127.0.0.1", pg.Port, db))
 	through := runSuite(t, src, pgxEnv(proxy.Host, proxy.Port, db))
 	report(t, direct, through, known)
-}
-
-// knownTransactionPool are top-level tests (with all their subtests) that
-// pass direct and fail through a proxy in transaction pool mode, each for
-// what that mode refuses by design (docs/topologies.md#transaction-pool-mode);
-// any other difference fails TestPgxSuiteTransactionPool.
-var knownTransactionPool = map[string]string{}
-
-// TestPgxSuiteTransactionPool runs pgx's test suite direct and through a
-// proxy in transaction pool mode (pool_mode: transaction, 4 server
-// connections, clients trusted, the suite's password roles logged in to
-// the server with their passwords from an auth file) and reports the
-// difference of the pass sets. A client waits at most 10 s for a server
-// connection, so that a test needing more than the pool fails instead of
-// stalling the run. COMPAT_RUN narrows it, as for TestPgxSuite.
-func TestPgxSuiteTransactionPool(t *testing.T) {
-	pg := harness.Postgres(t)
-	db := harness.CreateDB(t, pg)
-	setupPgxDB(t, pg, db)
-	harness.Migrate(t, pg.DSN(pgcluster.Superuser, db))
-	// The names and passwords have no quote to double.
-	auth, err := clientauth.Parse(strings.NewReader(fmt.Sprintf(`"%s" "unused"`+"\n"+`"%s" "%s"`+"\n"+`"%s" "%s"`+"\n",
-		pgcluster.Superuser, harness.MD5User, harness.MD5Password, harness.ScramUser, harness.ScramPassword)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), UpstreamTLS: pgwire.UpstreamTLSPrefer, Logger: quiet,
-		Pool: &pgwire.PoolConfig{Size: 4, WaitTimeout: 10 * time.Second, AuthMethod: clientauth.Trust, Auth: auth}})
-	src := copyPgx(t)
-
-	direct := runSuite(t, src, pgxEnv("127.0.0.1", pg.Port, db))
-	through := runSuite(t, src, pgxEnv(proxy.Host, proxy.Port, db))
-	report(t, direct, through, knownIn(knownTransactionPool))
 }
 
 // setupPgxDB does what pgx's testsetup/postgresql_setup.sql does that its
@@ -154,13 +119,14 @@ type outcome struct {
 	output strings.Builder
 }
 
-// runSuite runs go test -json over pgx's packages and returns each
-// top-level and sub test's outcome, by "package test" name.
-func runSuite(t *testing.T, dir string, env []string) map[string]*outcome {
+// runSuite runs go test -json over pgx's packages (extra: more go test
+// flags) and returns each top-level and sub test's outcome, by "package
+// test" name.
+func runSuite(t *testing.T, dir string, env []string, extra ...string) map[string]*outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	args := []string{"test", "-json", "-count=1", "-p", "1", "-timeout", "30m"}
+	args := append([]string{"test", "-json", "-count=1", "-p", "1", "-timeout", "30m"}, extra...)
 	if r := os.Getenv("COMPAT_RUN"); r != "" {
 		args = append(args, "-run", r)
 	}
