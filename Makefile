@@ -53,8 +53,9 @@ image:
 	docker build --build-arg VERSION=$$(cat VERSION) --build-arg COMMIT=$$(git rev-parse HEAD) -t fenceproxy:$$(cat VERSION) .
 
 ## chaos: the fault suite (integration/chaos) for CHAOS_DURATION (default 5m) with
-## the hand-off targets enforced, then 10 lock-run takeovers that must exit 76.
-## make test runs a 45 s round of it with correctness checks only.
+## the hand-off targets enforced (and its transaction-pool round for half of it),
+## then 10 lock-run takeovers that must exit 76.
+## make test runs a 45 s round of it (and 22 s pooled) with correctness checks only.
 CHAOS_DURATION ?= 5m
 chaos:
 	FENCEPROXY_CHAOS_DURATION=$(CHAOS_DURATION) FENCEPROXY_CHAOS_STRICT=1 \
@@ -78,7 +79,8 @@ bench-memory:
 
 ## compat: pgx's own test suite (go.mod's pgx, from the module cache) and psycopg
 ## 3.1.7's (vendored; Debian's python3-psycopg), each direct and through the
-## proxy; prints the pass counts and the difference of the pass sets (docs/compat.md).
+## proxy, pgx's also through the proxy in transaction pool mode; prints the pass
+## counts and the difference of the pass sets (docs/compat.md).
 ## compat-deps: what psycopg's suite imports (scripts/install-compat-deps.sh)
 compat: test-deps compat-deps
 	$(GO) test -tags compat -count=1 -v -timeout 120m -run 'TestPgxSuite|TestPsycopgSuite' ./integration/compat/

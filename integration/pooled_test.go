@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -152,6 +154,33 @@ func TestPooledReportedSettingsArePerClient(t *testing.T) {
 			if got := show(b, name); got != want[1] && !(name == "TimeZone" && got != want[0]) {
 				t.Errorf("client b: %s is %q, want its own %q", name, got, want[1])
 			}
+		}
+	}
+}
+
+// TestPooledLoginGetsTheServersDefaultsNotTheLastBorrowers: a client that
+// logs in on a server connection another client left with its session
+// SETs of reported settings starts with the server's defaults (reported
+// at login and in force), not with what the other client set.
+func TestPooledLoginGetsTheServersDefaultsNotTheLastBorrowers(t *testing.T) {
+	e := newPooledEnv(t, 1, nil)
+	a := connect(t, e.app, pgx.QueryExecModeExec)
+	mustExec(t, a, "SET TimeZone = 'Asia/Tokyo'")
+	mustExec(t, a, "SET application_name = 'client a'")
+	mustExec(t, a, "SET standard_conforming_strings = off")
+	b := connect(t, e.app, pgx.QueryExecModeExec) // logs in on the connection a left
+	direct := connect(t, e.direct, pgx.QueryExecModeExec)
+	for _, name := range []string{"TimeZone", "application_name", "standard_conforming_strings"} {
+		want := direct.PgConn().ParameterStatus(name)
+		if got := b.PgConn().ParameterStatus(name); got != want {
+			t.Errorf("client b logged in with %s %q reported, want the server's %q", name, got, want)
+		}
+		var got string
+		if err := b.QueryRow(t.Context(), "SELECT current_setting($1)", name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("client b runs with %s %q, want the server's %q", name, got, want)
 		}
 	}
 }
@@ -389,6 +418,60 @@ func TestPooledStatementsFollowTheClient(t *testing.T) {
 	}
 	one(a, "a2")
 	one(b, "b")
+}
+
+// TestPooledParseOfANameInUseFailsAsOnPostgreSQL: a Parse of a statement
+// name the client already has fails with 42P05 and leaves the first
+// statement, alone or after the first Parse in one pipeline, as it does
+// straight to PostgreSQL (the server sees names of the proxy's, so the
+// proxy must refuse it); once closed, the name can be prepared again.
+func TestPooledParseOfANameInUseFailsAsOnPostgreSQL(t *testing.T) {
+	e := newPooledEnv(t, 1, nil)
+	for name, dsn := range map[string]string{"direct": e.direct, "proxy": e.app} {
+		c := connect(t, dsn, pgx.QueryExecModeExec).PgConn()
+		ctx := t.Context()
+		duplicate := func(what string, err error) {
+			t.Helper()
+			if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "42P05" {
+				t.Errorf("%s: %s: %v, want 42P05", name, what, err)
+			}
+		}
+		runs := func(stmt, want string) {
+			t.Helper()
+			res := c.ExecPrepared(ctx, stmt, nil, nil, nil).Read()
+			if res.Err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != want {
+				t.Errorf("%s: statement %s: %v %q, want %q", name, stmt, res.Err, res.Rows, want)
+			}
+		}
+		if _, err := c.Prepare(ctx, "dup", "SELECT 1", nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Prepare(ctx, "dup", "SELECT 2", nil)
+		duplicate("second Parse of dup", err)
+		runs("dup", "1")
+
+		p := c.StartPipeline(ctx)
+		p.SendPrepare("twice", "SELECT 3", nil)
+		p.SendPrepare("twice", "SELECT 4", nil)
+		p.Sync()
+		if _, err := p.GetResults(); err != nil {
+			t.Errorf("%s: first Parse of twice: %v", name, err)
+		}
+		_, err = p.GetResults()
+		duplicate("second Parse of twice in the pipeline", err)
+		if err := p.Close(); err != nil {
+			t.Fatalf("%s: pipeline: %v", name, err)
+		}
+		runs("twice", "3")
+
+		if err := c.Deallocate(ctx, "dup"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Prepare(ctx, "dup", "SELECT 5", nil); err != nil {
+			t.Errorf("%s: Parse of dup after its Close: %v", name, err)
+		}
+		runs("dup", "5")
+	}
 }
 
 // TestPooledClientsLeavingKeepTheConnectionsGood: 64 pgbench clients over

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 )
 
@@ -17,11 +19,28 @@ const ttl = 2 * time.Second
 // workers is the number of worker processes.
 const workers = 4
 
+// pooledSize is the transaction-mode round's pool: fewer server
+// connections than workers, so that their transactions share them.
+const pooledSize = 2
+
+// pooledForms are the token forms of the transaction-mode round, each
+// worker taking them in turn from grant to grant: the startup parameters,
+// a session SET (kept per client by the proxy, never left on a shared
+// server connection), SET LOCAL and a comment.
+var pooledForms = []string{"-token", "startup,set,local,comment"}
+
 // TestChaos runs the workload under the nemesis: first straight to
 // PostgreSQL with holders paused, where the checker must find violations,
-// then through the proxy with every fault, where it must find none.
+// then through the proxy with every fault, where it must find none; then
+// through a proxy in transaction pool mode (pool_mode: transaction, a pool
+// of pooledSize for the 4 workers) with every fault, the token carried in
+// every form that works there, where it must find none either. Straight
+// to PostgreSQL no form of the token fences anything, so the unfenced run
+// takes the forms in turn as the pooled round does, and one control shows
+// the checker can fail for both rounds.
 //
-// FENCEPROXY_CHAOS_DURATION sets the fenced run's length (default 45s);
+// FENCEPROXY_CHAOS_DURATION sets the fenced run's length (default 45s;
+// the transaction-mode round runs half as long);
 // FENCEPROXY_CHAOS_STRICT=1 also enforces the hand-off targets (make chaos);
 // FENCEPROXY_CHAOS_FAULTS limits the fenced run to some fault kinds
 // (comma-separated, e.g. leader-kill); FENCEPROXY_CHAOS_EVENTS=1 writes
@@ -43,7 +62,7 @@ func TestChaos(t *testing.T) {
 
 	t.Run("unfenced", func(t *testing.T) {
 		db := s.NewDB(t, "unfenced")
-		res, _ := runWorkload(t, s, bin, s.DirectDSN(db), db, PauseSchedule, 14*time.Second)
+		res, _ := runWorkload(t, s, bin, s.DirectDSN(db), db, PauseSchedule, 14*time.Second, pooledForms...)
 		if res.Violations() == 0 {
 			t.Fatal("no violation in an unfenced run with holders paused between read and write: the checker cannot fail")
 		}
@@ -57,13 +76,48 @@ func TestChaos(t *testing.T) {
 		res, rep := runWorkload(t, s, bin, s.ProxyDSN(db), db, schedule, dur)
 		checkFenced(t, res, rep, dur)
 	})
+	t.Run("transaction-pool", func(t *testing.T) {
+		db := s.NewDB(t, "pooled")
+		schedule := PooledSchedule
+		if kinds := os.Getenv("FENCEPROXY_CHAOS_FAULTS"); kinds != "" {
+			schedule = Only(FullSchedule, kinds)
+		}
+		session := s.Proxy
+		p, err := harness.StartProxyProcessConfig(t, s.PG.Addr(), harness.TransactionPoolSettings(t, pooledSize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Proxy = p // the nemesis kills and restarts this one
+		defer func() { s.Proxy = session }()
+		res, rep := runWorkload(t, s, bin, s.ProxyDSN(db), db, schedule, dur/2, pooledForms...)
+		checkFenced(t, res, rep, dur/2)
+		// The workers are gone; the pool's idle server connections stay.
+		if backends := serverConnections(t, s, db); backends < 1 || backends > pooledSize {
+			t.Errorf("%d server connections to %s after the workers left: the round did not run over a pool of %d", backends, db, pooledSize)
+		}
+	})
+}
+
+// serverConnections is the number of PostgreSQL backends connected to db.
+func serverConnections(t *testing.T, s *Stack, db string) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), s.DirectDSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", db).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // runWorkload runs the workers against dsn under the schedule for dur, then
-// checks the database db and reports.
-func runWorkload(t *testing.T, s *Stack, bin, dsn, db string, schedule []step, dur time.Duration) (Result, Report) {
+// checks the database db and reports; extra are more worker flags.
+func runWorkload(t *testing.T, s *Stack, bin, dsn, db string, schedule []step, dur time.Duration, extra ...string) (Result, Report) {
 	t.Helper()
-	args := []string{"-etcd", strings.Join(s.Etcd.Endpoints(), ","), "-dsn", dsn, "-lock", "chaos/" + db, "-ttl", ttl.String()}
+	args := append([]string{"-etcd", strings.Join(s.Etcd.Endpoints(), ","), "-dsn", dsn, "-lock", "chaos/" + db, "-ttl", ttl.String()}, extra...)
 	if os.Getenv("FENCEPROXY_CHAOS_PROTOCOL") == "extended" {
 		args = append(args, "-extended")
 	}

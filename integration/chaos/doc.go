@@ -6,7 +6,10 @@
 // and freezes an etcd member. A checker then reads the database: no lost
 // update, no stale write accepted, no acknowledged write missing. The same
 // workload straight to PostgreSQL, without the proxy, must show violations:
-// that proves the checker can fail.
+// that proves the checker can fail. A last round runs the proxy in
+// transaction pool mode with fewer server connections than workers, the
+// token carried as startup parameters, a session SET, SET LOCAL and a
+// comment in turn; it must show none either.
 //
 // # Place in the flow
 //

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,6 +55,12 @@ var FullSchedule = []step{
 	pauseHolder("grant"), (*Nemesis).killProxy, (*Nemesis).restartPG, (*Nemesis).killLeader,
 	stallMember(true), pauseHolder("read"), stallMember(false),
 }
+
+// PooledSchedule is FullSchedule from its pause inside a transaction, the
+// holder then keeping a server connection lent to it: a short
+// transaction-mode round has that fault, a follower freeze, a pause before
+// the first statement, the proxy kill and the PostgreSQL restart.
+var PooledSchedule = append(slices.Clone(FullSchedule[5:]), FullSchedule[:5]...)
 
 // PauseSchedule only pauses holders inside their transaction, between the
 // read and the write: the fault that loses updates without fencing.

@@ -31,11 +31,16 @@ func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 var knownDifferences = map[string]string{}
 
 // known reports whether name ("pkg Test/sub") is a known difference.
-func known(name string) bool {
-	pkg, test, _ := strings.Cut(name, " ")
-	top, _, _ := strings.Cut(test, "/")
-	_, ok := knownDifferences[pkg+" "+top]
-	return ok
+func known(name string) bool { return knownIn(knownDifferences)(name) }
+
+// knownIn returns a report whether name's top-level test is in list.
+func knownIn(list map[string]string) func(name string) bool {
+	return func(name string) bool {
+		pkg, test, _ := strings.Cut(name, " ")
+		top, _, _ := strings.Cut(test, "/")
+		_, ok := list[pkg+" "+top]
+		return ok
+	}
 }
 
 // TestPgxSuite runs pgx's test suite direct and through the proxy (with the
@@ -114,13 +119,14 @@ type outcome struct {
 	output strings.Builder
 }
 
-// runSuite runs go test -json over pgx's packages and returns each
-// top-level and sub test's outcome, by "package test" name.
-func runSuite(t *testing.T, dir string, env []string) map[string]*outcome {
+// runSuite runs go test -json over pgx's packages (extra: more go test
+// flags) and returns each top-level and sub test's outcome, by "package
+// test" name.
+func runSuite(t *testing.T, dir string, env []string, extra ...string) map[string]*outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	args := []string{"test", "-json", "-count=1", "-p", "1", "-timeout", "30m"}
+	args := append([]string{"test", "-json", "-count=1", "-p", "1", "-timeout", "30m"}, extra...)
 	if r := os.Getenv("COMPAT_RUN"); r != "" {
 		args = append(args, "-run", r)
 	}

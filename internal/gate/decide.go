@@ -18,6 +18,7 @@ const (
 	codeUnknownStmt  = sqlstate.InvalidSQLStatementName // a statement the proxy does not know
 	codeSessionToken = sqlstate.SessionToken            // a session-level fencing setting under token_scope: transaction
 	codeInvalidName  = sqlstate.InvalidName             // a non-ASCII name the proxy cannot key as the server does
+	codeDuplicate    = sqlstate.DuplicatePreparedStmt   // under Config.Pooled, a Parse of a name the client has
 )
 
 // The refusals the gate decides, in PostgreSQL's style: a short message,
@@ -91,6 +92,13 @@ func refUnknown(what, name string) refusal {
 		message: "fenceproxy: " + what + " " + strconv.Quote(name) + " is not known to the proxy",
 		detail:  "What it runs cannot be fenced.",
 		hint:    "Prepare it through the proxy (Parse or PREPARE), in this session."}
+}
+
+// refDuplicate is PostgreSQL's answer to a Parse of a statement name in
+// use, which the server cannot give under Config.Pooled (each Parse has a
+// server name of its own): its code and message, as the server words them.
+func refDuplicate(name string) refusal {
+	return refusal{code: codeDuplicate, message: `prepared statement "` + name + `" already exists`}
 }
 
 // Refusals under Config.TransactionTokens (token_scope: transaction).

@@ -25,6 +25,17 @@ func (s *Session) parse(name, sql, server string) Decision {
 	if reserved(name) {
 		return s.refuseExtended(refReserved)
 	}
+	if s.cfg.Pooled && name != "" {
+		// The server sees a name of the proxy's: the gate refuses a name
+		// in use, as PostgreSQL would.
+		_, found, wait := s.reg.lookup(regKey{name: name})
+		if wait {
+			return Decision{Wait: true}
+		}
+		if found {
+			return s.refuseExtended(refDuplicate(name))
+		}
+	}
 	unseen := s.lexUnseen()
 	s.extended()
 	// The server lexes the text now, under the settings in force when it

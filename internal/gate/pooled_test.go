@@ -349,7 +349,7 @@ func TestPooledNamedSessionSetRunsAgainAndIsReprepared(t *testing.T) {
 		w.send(syncMsg())
 		w.replies(replies, 'I')
 	}
-	w.send(Msg{Type: 'C', Name: "s1"})
+	w.send(Msg{Type: 'C', Object: 'S', Name: "s1"})
 	if got := w.send(parse("s1", "SET lock.fencing_token = 43")); strings.Contains(got, "43") {
 		t.Fatalf("re-Parse upstream %s", got)
 	}

@@ -245,7 +245,9 @@ func (s *session) pooledLogin(startup map[string]string) error {
 	}
 	for _, n := range settable {
 		if _, ok := s.pooled.params[n]; !ok {
-			if v, reported := c.Params[n]; reported { // PostgreSQL before 14 reports no default_transaction_read_only
+			// The server's defaults, not c.Params: the last borrower's SETs.
+			// (PostgreSQL before 14 reports no default_transaction_read_only.)
+			if v, reported := c.Defaults[n]; reported {
 				s.pooled.params[n] = v
 			}
 		}

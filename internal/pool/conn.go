@@ -20,6 +20,10 @@ type Conn struct {
 	PID       uint32            // the backend's process ID, for cancel
 	SecretKey []byte            // the backend's cancel key
 	Params    map[string]string // ParameterStatus values the server reported
+	// Defaults are the ParameterStatus values the connection had when the
+	// pool got it: what a new session of its key starts with, whatever
+	// borrowers set since.
+	Defaults map[string]string
 	// Prepared belongs to the borrower: e.g. the server-side prepared
 	// statements on this connection, name -> hash of the Parse body.
 	Prepared map[string]uint64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -232,6 +233,7 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 	}
 	now := time.Now()
 	c.key, c.pool, c.lent = key, p, true
+	c.Defaults = maps.Clone(c.Params)
 	c.Created, c.Returned = now, now
 	p.mu.Lock()
 	kp := p.keys[key]

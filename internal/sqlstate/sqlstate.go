@@ -15,6 +15,7 @@ const (
 	InvalidName             = "42602" // invalid_name
 	ReservedName            = "42939" // reserved_name
 	UndefinedTable          = "42P01" // undefined_table
+	DuplicatePreparedStmt   = "42P05" // duplicate_prepared_statement
 	UndefinedFunction       = "42883" // undefined_function
 	TooManyConnections      = "53300" // too_many_connections
 	ProgramLimitExceeded    = "54000" // program_limit_exceeded

@@ -2,8 +2,10 @@
 // (integration/chaos): it takes a lockclient lock on an etcd cluster (or, with
 // -backend, on Redis or ZooKeeper), again
 // and again, and under each grant increments one counter in PostgreSQL by
-// read-modify-write, carrying the grant's fencing token (as startup
-// parameters, as `fenceproxy lock run` does through PGOPTIONS). It pauses
+// read-modify-write, carrying the grant's fencing token (by default as
+// startup parameters, as `fenceproxy lock run` does through PGOPTIONS; with
+// -token also as a session SET, SET LOCAL or a comment, the forms taken in
+// turn from grant to grant). It pauses
 // between the read and the write, as real work would, and never checks the
 // lock before writing: the fencing token alone must keep the data right.
 //

@@ -45,7 +45,17 @@ func run() error {
 	flag.DurationVar(&w.ttl, "ttl", 2*time.Second, "lease TTL")
 	flag.DurationVar(&w.work, "work", 150*time.Millisecond, "longest pause between the read and the write")
 	flag.BoolVar(&w.extended, "extended", false, "use pgx's extended protocol (prepared statements) instead of the simple protocol")
+	forms := flag.String("token", formStartup, "how the token is carried, forms taken in turn from grant to grant (comma-separated): "+
+		"startup (startup parameters of a new connection), set (session SET), local (SET LOCAL), comment (a comment on each statement)")
 	flag.Parse()
+	for f := range strings.SplitSeq(*forms, ",") {
+		switch f {
+		case formStartup, formSet, formLocal, formComment:
+			w.forms = append(w.forms, f)
+		default:
+			return fmt.Errorf("-token: unknown form %q", f)
+		}
+	}
 
 	var backend lockclient.Backend
 	switch *backendName {
@@ -100,6 +110,9 @@ type worker struct {
 	ttl      time.Duration
 	work     time.Duration
 	extended bool
+	forms    []string  // token forms, taken in turn
+	grants   int       // grants so far: the next form is forms[(id+grants)%len]
+	kept     *pgx.Conn // the connection kept across grants (forms other than startup)
 	locks    *lockclient.Client
 
 	mu  sync.Mutex // one line at a time: OnLost writes from another goroutine
@@ -127,7 +140,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 		token := h.FencingToken()
 		w.emit("grant", token, "")
-		ok := w.increment(token)
+		form := w.forms[(w.id+w.grants)%len(w.forms)]
+		w.grants++
+		ok := w.increment(token, form)
 		w.release(h)
 		if !ok {
 			sleep(ctx, 50*time.Millisecond) // the database is away: do not spin
@@ -149,34 +164,82 @@ func (w *worker) release(h *lockclient.Handle) {
 	}
 }
 
+// Token forms (-token).
+const (
+	formStartup = "startup" // startup parameters, as `fenceproxy lock run` passes them through PGOPTIONS
+	formSet     = "set"     // session SET before the transaction
+	formLocal   = "local"   // SET LOCAL inside the transaction
+	formComment = "comment" // a comment on each statement of the transaction
+)
+
 // increment reads the counter, works, and writes it plus one, logging the
-// write in the same transaction. It does not use the handle's Context: a
-// process paused mid-way does not know, and its write must be stopped by the
-// fencing token alone. It reports whether the database answered.
-func (w *worker) increment(token int64) bool {
+// write in the same transaction, the token carried in form. It does not use
+// the handle's Context: a process paused mid-way does not know, and its
+// write must be stopped by the fencing token alone. It reports whether the
+// database answered.
+//
+// The startup form connects for each grant; the others keep their
+// connection from grant to grant, as an application's pool would, until
+// the database fails to answer on it. Through a proxy in transaction pool
+// mode that connection runs each transaction on whichever server
+// connection is free, so a session SET must be kept by the proxy.
+func (w *worker) increment(token int64, form string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	conn, err := w.connect(ctx, token)
+	conn, err := w.conn(ctx, token, form)
 	if err != nil {
 		w.emit("dberr", token, err.Error())
 		return false
 	}
-	defer conn.Close(context.Background())
+	answered := w.transact(ctx, conn, token, form)
+	if !answered || form == formStartup {
+		conn.Close(context.Background())
+		w.kept = nil
+	}
+	return answered
+}
+
+// transact runs the increment's transaction on conn.
+func (w *worker) transact(ctx context.Context, conn *pgx.Conn, token int64, form string) bool {
+	setting := func(local string) []string {
+		return []string{
+			fmt.Sprintf("SET %slock.fencing_token = %d", local, token),
+			fmt.Sprintf("SET %slock.resource = '%s'", local, strings.ReplaceAll(w.lock, "'", "''")),
+		}
+	}
+	if form == formSet {
+		for _, q := range setting("") {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				return w.dbErr(token, err)
+			}
+		}
+	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return w.dbErr(token, err)
 	}
 	defer tx.Rollback(context.Background())
+	if form == formLocal {
+		for _, q := range setting("LOCAL ") {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return w.dbErr(token, err)
+			}
+		}
+	}
+	var tag string
+	if form == formComment {
+		tag = fmt.Sprintf("/* fencing_token=%d resource=%s */ ", token, w.lock)
+	}
 	var v int64
-	if err := tx.QueryRow(ctx, "SELECT value FROM chaos_counter WHERE id = 1").Scan(&v); err != nil {
+	if err := tx.QueryRow(ctx, tag+"SELECT value FROM chaos_counter WHERE id = 1").Scan(&v); err != nil {
 		return w.dbErr(token, err)
 	}
 	w.emit("read", token, strconv.FormatInt(v, 10))
 	time.Sleep(w.work/2 + rand.N(w.work/2+1))
-	if _, err := tx.Exec(ctx, "UPDATE chaos_counter SET value = $1 WHERE id = 1", v+1); err != nil {
+	if _, err := tx.Exec(ctx, tag+"UPDATE chaos_counter SET value = $1 WHERE id = 1", v+1); err != nil {
 		return w.dbErr(token, err)
 	}
-	if _, err := tx.Exec(ctx, "INSERT INTO chaos_writes (worker, token, old, new) VALUES ($1, $2, $3, $4)", w.id, token, v, v+1); err != nil {
+	if _, err := tx.Exec(ctx, tag+"INSERT INTO chaos_writes (worker, token, old, new) VALUES ($1, $2, $3, $4)", w.id, token, v, v+1); err != nil {
 		return w.dbErr(token, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -186,9 +249,16 @@ func (w *worker) increment(token int64) bool {
 	return true
 }
 
-// connect opens a session carrying the token and resource as startup
-// parameters, as `fenceproxy lock run` passes them through PGOPTIONS.
-func (w *worker) connect(ctx context.Context, token int64) (*pgx.Conn, error) {
+// conn returns the kept connection, or opens a session: for the startup
+// form one carrying the token and resource as startup parameters.
+func (w *worker) conn(ctx context.Context, token int64, form string) (*pgx.Conn, error) {
+	if w.kept != nil {
+		if form != formStartup {
+			return w.kept, nil
+		}
+		w.kept.Close(ctx)
+		w.kept = nil
+	}
 	cfg, err := pgx.ParseConfig(w.dsn)
 	if err != nil {
 		return nil, err
@@ -197,9 +267,15 @@ func (w *worker) connect(ctx context.Context, token int64) (*pgx.Conn, error) {
 	if !w.extended {
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	}
-	cfg.RuntimeParams["lock.fencing_token"] = strconv.FormatInt(token, 10)
-	cfg.RuntimeParams["lock.resource"] = w.lock
-	return pgx.ConnectConfig(ctx, cfg)
+	if form == formStartup {
+		cfg.RuntimeParams["lock.fencing_token"] = strconv.FormatInt(token, 10)
+		cfg.RuntimeParams["lock.resource"] = w.lock
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil && form != formStartup {
+		w.kept = conn
+	}
+	return conn, err
 }
 
 // dbErr reports a database error: a stale token's refusal, or anything else.
