@@ -551,33 +551,11 @@ func TestPooledShutdown(t *testing.T) {
 	e := &env{pg: pg, db: harness.CreateDB(t, pg)}
 	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Pool: &pgwire.PoolConfig{Size: 1, AuthMethod: clientauth.Trust}})
 	killed := readyConn(t, e, "pooled_killed")
-	idle := readyConn(t, e, "pooled_idle")
-	busy := readyConn(t, e, "pooled_busy")
 	for _, s := range e.proxy.Server().Sessions() {
 		if s.ApplicationName == "pooled_killed" && !e.proxy.Server().Terminate(s.ID) {
 			t.Fatal("terminate found no session")
 		}
 	}
 	expectFatal(t, killed, "57P01")
-	if st := busy.query("BEGIN"); st != 'T' {
-		t.Fatalf("status %q after BEGIN", st)
-	}
-	done := make(chan error, 1)
-	go func() { done <- e.proxy.Shutdown(t.Context()) }()
-	expectFatal(t, idle, "57P01")
-	if st := busy.query("SELECT 1"); st != 'T' {
-		t.Fatalf("status %q in the transaction", st)
-	}
-	if st := busy.query("COMMIT"); st != 'I' {
-		t.Fatalf("status %q after COMMIT", st)
-	}
-	busy.expectFatal("57P01")
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Shutdown: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown did not return after the last session ended")
-	}
+	shutdownLetsTransactionsFinish(t, e)
 }

@@ -129,7 +129,15 @@ func splitAddr(t *testing.T, addr string) (string, int) {
 // detector sees it): idle sessions go at once, a transaction finishes, and
 // Shutdown returns nil once the last session ended.
 func TestShutdownInProcess(t *testing.T) {
-	e := newEnv(t)
+	shutdownLetsTransactionsFinish(t, newEnv(t))
+}
+
+// shutdownLetsTransactionsFinish shuts e's proxy down with an idle session
+// and one in a transaction: the idle one ends at once with 57P01, the
+// other runs to the end of its transaction, then ends, and Shutdown
+// returns nil.
+func shutdownLetsTransactionsFinish(t *testing.T, e *env) {
+	t.Helper()
 	idle := readyConn(t, e, "ip_idle")
 	busy := readyConn(t, e, "ip_busy")
 	if st := busy.query("BEGIN"); st != 'T' {
