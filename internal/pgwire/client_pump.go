@@ -391,14 +391,13 @@ func (s *session) bind(n int) error {
 	if err != nil {
 		return err
 	}
+	sent := stmt
+	if s.pooled != nil {
+		sent = serverStatement(stmt, &d)
+	}
 	own, err := s.applyBefore(d)
 	if err == nil {
-		err = s.ownOrDiscard(own, rest, func() error {
-			if s.pooled != nil {
-				return s.forwardBind(n, portal, serverStatement(stmt, &d), rest)
-			}
-			return s.forwardBind(n, portal, stmt, rest)
-		})
+		err = s.ownOrDiscard(own, rest, func() error { return s.forwardBind(n, portal, sent, rest) })
 	}
 	return s.applyAfter(d, err)
 }

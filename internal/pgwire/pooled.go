@@ -351,17 +351,13 @@ func (s *session) proxyPooled() {
 		s.sendClient(fatal(ce.code, ce.msg))
 	case s.adminStop.Load() && s.lentNow() == nil:
 		s.waitLending()
-		if s.pooled.done == nil || !s.lendingReported() {
+		if !s.pooled.ended.Load() { // the last lending's reader did not tell the client already
 			s.sendClient(s.stopError())
 		}
 	}
 	s.close()
 	s.waitLending()
 }
-
-// lendingReported reports whether the last lending's upstream reader ended
-// the session itself (and told the client why).
-func (s *session) lendingReported() bool { return s.pooled.ended.Load() }
 
 // pumpPooled reads client messages, lending a server connection for each
 // that needs one and has none.

@@ -204,7 +204,7 @@ func (s *session) run(ctx context.Context) {
 	if err := s.timedConnect(startup); err != nil {
 		s.srv.metrics.refusedConns.WithLabelValues(failUpstreamConnect).Inc()
 		s.log.Warn("upstream connect failed", "err", err)
-		s.sendClient(fatal(codeCannotConnect, "fenceproxy: cannot connect to the upstream server: "+err.Error()))
+		s.sendClient(upstreamConnectError(err))
 		return
 	}
 	defer s.srv.cancels.remove(s.key)
