@@ -87,32 +87,21 @@ func (s *session) writeUpstreamOwn(msg pgproto3.FrontendMessage) error {
 	return err
 }
 
-// replacePooled writes gate's replacement of a client's Parse under its
-// server name; other replacements go as gate made them.
-func (s *session) replacePooled(d *gate.Decision, m *gate.Msg) (bool, error) {
-	p, ok := d.Replace.(*pgproto3.Parse)
-	if !ok || m.Type != 'P' {
-		return false, nil
-	}
-	if err := s.writeParse(p, m); err != nil {
-		return true, err
-	}
-	s.sent('P')
-	return true, nil
-}
-
 // pooledMessage carries out d on the client's Query, Parse, Execute,
 // Describe or Close (m, its body) in transaction pool mode: as
 // clientMessage does, with statement names made the server's.
 func (s *session) pooledMessage(typ byte, body []byte, m *gate.Msg, d *gate.Decision) error {
-	replacement := d.Replace
+	// gate's replacement of a Parse is one too: written below, under the
+	// server name.
+	replacement, _ := d.Replace.(*pgproto3.Parse)
 	if typ == 'P' && replacement != nil {
-		d.Replace, d.Drop = nil, true // written below, under its server name
+		d.Replace, d.Drop = nil, true
 	}
 	own, err := s.applyBefore(*d)
-	if err == nil && replacement != nil && typ == 'P' {
-		d.Replace = replacement
-		_, err = s.replacePooled(d, m)
+	if err == nil && typ == 'P' && replacement != nil {
+		if err = s.writeParse(replacement, m); err == nil {
+			s.sent('P')
+		}
 	}
 	if err == nil && own {
 		if err = s.writePooled(typ, body, m, d); err == nil {
