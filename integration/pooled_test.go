@@ -536,7 +536,14 @@ fenceproxy_pool_clients_waiting{database=%q,user=%q} 1
 	if err := <-waited; err != nil {
 		t.Fatalf("the waiting client: %v", err)
 	}
-	l := p.Server().PoolList()
+	// The connection goes back as the last ReadyForQuery goes out (just
+	// after it, when the client reader was still busy with its message).
+	var l []pgwire.PoolInfo
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if l = p.Server().PoolList(); len(l) == 1 && l[0].Active == 0 {
+			break
+		}
+	}
 	if len(l) != 1 || l[0].Active != 0 || l[0].Idle != 1 || l[0].Waits < 1 {
 		t.Fatalf("pool once both are idle: %+v", l)
 	}

@@ -181,7 +181,6 @@ func (s *session) runPooled(startup *pgproto3.StartupMessage) {
 	if err := s.pooledLogin(rest); err != nil {
 		return
 	}
-	s.client.SetDeadline(time.Time{})
 	s.log.Debug("session ready", "user", user, "database", db, "pool_mode", "transaction")
 	relayed := make(chan struct{})
 	go func() {
@@ -282,6 +281,14 @@ func (s *session) pooledLogin(startup map[string]string) error {
 	if err := s.writeClient(s.key); err != nil {
 		return err
 	}
+	// Past startup before the client can see it is: a shutdown or an
+	// administrator's terminate from now on tells it 57P01 (stopUpstream
+	// wakes the client reader with a read deadline: the startup's goes
+	// first).
+	s.client.SetDeadline(time.Time{})
+	if !s.startProxying() {
+		return errStopped
+	}
 	if err := s.writeClient(&pgproto3.ReadyForQuery{TxStatus: 'I'}); err != nil {
 		return err
 	}
@@ -331,13 +338,10 @@ func upstreamConnectError(err error) *pgproto3.ErrorResponse {
 	return e
 }
 
-// proxyPooled relays a pooled session until the client leaves; see
-// proxy for the error paths, which are the same once no upstream reader
-// runs.
+// proxyPooled relays a pooled session, past startup (pooledLogin), until
+// the client leaves; see proxy for the error paths, which are the same
+// once no upstream reader runs.
 func (s *session) proxyPooled() {
-	if !s.startProxying() {
-		return
-	}
 	err := s.pumpPooled()
 	var ce *clientError
 	switch {
