@@ -78,9 +78,10 @@ type Config struct {
 	// proxy's time goes, on an address only operators reach.
 	DebugPprof bool `yaml:"debug_pprof"`
 	// Relay is "loop" (default: on Linux, sessions with plain TCP on both
-	// legs are relayed by event loops over epoll, a few goroutines for all
-	// of them) or "goroutines" (two goroutines per session, as TLS sessions
-	// always are).
+	// legs are relayed by event loops, a few threads for all of them, over
+	// io_uring where the kernel offers it, else over epoll), "epoll" (the
+	// loops over epoll even where io_uring is there) or "goroutines" (two
+	// goroutines per session, as TLS sessions always are).
 	Relay string `yaml:"relay"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (chain) and key
@@ -332,7 +333,7 @@ func (c *Config) Validate() error {
 	if c.DebugPprof && c.MetricsListen == "" {
 		p.add("debug_pprof", "debug_pprof", "needs metrics_listen, the address it is served on")
 	}
-	p.oneOf("relay", c.Relay, "loop", "goroutines")
+	p.oneOf("relay", c.Relay, "loop", "epoll", "goroutines")
 	p.oneOf("reads", c.Reads, "advance", "check")
 	p.oneOf("token_scope", c.TokenScope, "session", "transaction")
 	c.validateTLS(p)

@@ -162,7 +162,7 @@ func TestValidateTLSAndLimits(t *testing.T) {
 		{"negative timeout", func(c *Config) { c.StartupTimeout = -time.Second }, `startup_timeout: -1s`},
 		{"pprof without metrics_listen", func(c *Config) { c.DebugPprof = true }, "debug_pprof: needs metrics_listen"},
 		{"pprof on metrics_listen", func(c *Config) { c.DebugPprof, c.MetricsListen = true, "127.0.0.1:9187" }, ""},
-		{"unknown relay", func(c *Config) { c.Relay = "threads" }, `relay: "threads" is neither`},
+		{"unknown relay", func(c *Config) { c.Relay = "threads" }, `relay: "threads" is not one of loop, epoll, goroutines`},
 		{"goroutine relay", func(c *Config) { c.Relay = "goroutines" }, ""},
 	}
 	runValidateCases(t, tests)

@@ -69,7 +69,7 @@ func TestCompareHarness(t *testing.T) {
 		t.Skip("short mode: starts PostgreSQL, PgBouncer and fenceproxy (make test runs it)")
 	}
 	c := newComparisonSized(t, 1)
-	for _, tg := range []*benchTarget{c.pgb, c.fp, c.fpGoroutines} {
+	for _, tg := range []*benchTarget{c.pgb, c.fp, c.fpGoroutines, c.fpEpoll} {
 		m := c.run(tg, "smoke", []string{"-S", "-M", "extended", "-c", "2", "-j", "1", "-t", "50"})
 		if m.txns != 100 || m.tps <= 0 || m.latencyMs <= 0 {
 			t.Errorf("%s: %+v from pgbench", tg.name, m)
@@ -128,6 +128,7 @@ type comparison struct {
 	direct         string
 	fp, pgb        *benchTarget
 	fpGoroutines   *benchTarget // fenceproxy with relay: goroutines
+	fpEpoll        *benchTarget // fenceproxy with relay: epoll
 	metricsAddr    string
 	profileDir     string
 	fencedScript   string
@@ -179,6 +180,7 @@ func newComparisonSized(tb testing.TB, scale int) *comparison {
 	c.pgb = &benchTarget{name: "pgbouncer", host: bouncer.Host, port: bouncer.Port, pid: bouncer.Pid}
 	c.fp = c.startFenceproxy(pg.Addr(), "")
 	c.fpGoroutines = c.startFenceproxy(pg.Addr(), "relay: goroutines\n")
+	c.fpEpoll = c.startFenceproxy(pg.Addr(), "relay: epoll\n")
 	dir := tb.TempDir()
 	c.fencedScript = filepath.Join(dir, "fenced.sql")
 	c.unfencedScript = filepath.Join(dir, "unfenced.sql")
@@ -215,10 +217,14 @@ func comparePairs(c *comparison) []pair {
 		versus("select-only c=16 "+mode, "-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000")
 	}
 	versus("tpcb-like c=16 simple", "-b", "tpcb-like", "-M", "simple", "-c", "16", "-j", "2", "-t", "600")
+	// The relays side by side: the default (the loop over io_uring) against
+	// two goroutines per session and against the loop over epoll.
 	for _, mode := range []string{"simple", "prepared"} {
-		ps = append(ps, pair{name: "relay select-only c=16 " + mode,
-			a: side{label: "goroutines", target: c.fpGoroutines, args: []string{"-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000"}},
-			b: side{label: "loop", target: c.fp, args: []string{"-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000"}}})
+		args := []string{"-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000"}
+		for _, other := range []*side{{label: "goroutines", target: c.fpGoroutines}, {label: "epoll", target: c.fpEpoll}} {
+			other.args = args
+			ps = append(ps, pair{name: "relay select-only c=16 " + mode, a: *other, b: side{label: "loop", target: c.fp, args: args}})
+		}
 	}
 	for _, mode := range []string{"simple", "extended"} {
 		args := []string{"-M", mode, "-c", "8", "-j", "2", "-t", "800", "-D", "scale=" + strconv.Itoa(compareScale), "-f"}

@@ -212,6 +212,7 @@ func serverConfig(cfg config.Config, analyzer *gate.Analyzer) (pcfg pgwire.Confi
 		MaxClientConns:  cfg.MaxClientConns,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		GoroutineRelay:  cfg.Relay == "goroutines",
+		EpollLoop:       cfg.Relay == "epoll",
 		RefusalLogRate:  cfg.RefusalLogRate,
 		RefusalLogBurst: cfg.RefusalLogBurst,
 		Fencing:         fencingConfig(cfg, analyzer),

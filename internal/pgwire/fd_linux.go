@@ -23,6 +23,7 @@ type fdSource struct {
 	ready bool
 	hup   bool // the peer has shut down or the socket failed: read on to the end
 	conn  net.Conn
+	rx    *ringRecv // over io_uring: what the ring received (nil: epoll)
 }
 
 // event records what epoll reported of the socket.
@@ -36,6 +37,18 @@ func (f *fdSource) event(events uint32) {
 var errAgain = errors.New("no input ready")
 
 func (f *fdSource) Read(p []byte) (int, error) {
+	if f.rx != nil && len(p) > 0 {
+		if f.rx.r < f.rx.w {
+			return f.rx.take(p), nil
+		}
+		if f.conn == nil {
+			if f.rx.err != nil {
+				return 0, f.rx.err
+			}
+			f.rx.arm()
+			return 0, errAgain
+		}
+	}
 	if f.conn != nil {
 		return f.conn.Read(p)
 	}
@@ -73,6 +86,7 @@ type fdSink struct {
 	pending  []byte
 	writable bool
 	conn     net.Conn
+	tx       *ringSend // over io_uring: what the ring sends (nil: epoll)
 }
 
 func (f *fdSink) Write(p []byte) (int, error) {
@@ -81,6 +95,9 @@ func (f *fdSink) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		return f.conn.Write(p)
+	}
+	if f.tx != nil {
+		return f.tx.write(p)
 	}
 	if len(f.pending) > 0 {
 		f.pending = append(f.pending, p...)
@@ -112,7 +129,27 @@ func (f *fdSink) writeSome(p []byte) ([]byte, error) {
 	return nil, nil
 }
 
+// held reports whether the socket holds output back: the loop reads no
+// more of the other end until it takes it.
+func (f *fdSink) held() bool {
+	if f.tx != nil {
+		return f.tx.held()
+	}
+	return len(f.pending) > 0
+}
+
+// drop forgets the output not yet written (the connection is broken).
+func (f *fdSink) drop() {
+	f.pending = nil
+	if f.tx != nil {
+		f.tx.more = nil
+	}
+}
+
 func (f *fdSink) flushPending() error {
+	if f.tx != nil {
+		return f.tx.err // the ring sends by itself
+	}
 	if len(f.pending) == 0 {
 		return nil
 	}

@@ -5,6 +5,7 @@ package pgwire
 import (
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -61,6 +62,12 @@ type eventLoop struct {
 
 	ends  map[int32]*loopEnd // the loop goroutine's own
 	again []*looped          // sessions to serve again without an event
+
+	// Over io_uring (loop_uring_linux.go); ring is nil for epoll.
+	ring     *ring
+	sessions map[uint64]*looped // by id
+	nextID   uint64
+	wakeBuf  []byte // the eventfd's count, read by the ring
 }
 
 type loopEnd struct {
@@ -85,33 +92,85 @@ type looped struct {
 	handBack     bool      // handed back to the goroutine relay
 	deliver      bool      // at the end, write what the upstream could not take yet
 	done         chan struct{}
+
+	// Over io_uring: the session's id, its operations in the kernel, and
+	// what to do once there are none (cancelRing).
+	id     uint64
+	ops    int
+	finish func()
 }
 
-var loops struct {
+// loopSet is the process's event loops of one kind, started on first use.
+type loopSet struct {
 	once sync.Once
 	all  []*eventLoop
 	err  error
 	next atomic.Uint32
 }
 
-// pickLoop returns one of the process's event loops, starting them on first
-// use.
-func pickLoop() (*eventLoop, error) {
-	loops.once.Do(func() {
-		for range runtime.GOMAXPROCS(0) {
-			l, err := newEventLoop()
-			if err != nil {
-				loops.err = err
-				return
-			}
-			loops.all = append(loops.all, l)
-			go l.run()
+var epollLoops, ringLoops loopSet
+
+// pickLoop returns one of the process's event loops: over io_uring unless
+// epoll is set or the kernel has no io_uring to offer (then over epoll),
+// starting them on first use.
+func pickLoop(epoll bool) (*eventLoop, error) {
+	if !epoll {
+		l, err := ringLoops.pick(startRingLoops)
+		if err == nil {
+			return l, nil
 		}
-	})
-	if loops.err != nil {
-		return nil, loops.err
+		ringUnavailable.Do(func() {
+			slog.Info("event loop: io_uring unavailable, relaying over epoll", "err", err)
+		})
 	}
-	return loops.all[int(loops.next.Add(1))%len(loops.all)], nil
+	return epollLoops.pick(startEpollLoops)
+}
+
+// ringUnavailable logs, once, why the loops are not over io_uring.
+var ringUnavailable sync.Once
+
+func (set *loopSet) pick(start func() ([]*eventLoop, error)) (*eventLoop, error) {
+	set.once.Do(func() { set.all, set.err = start() })
+	if set.err != nil {
+		return nil, set.err
+	}
+	return set.all[int(set.next.Add(1))%len(set.all)], nil
+}
+
+// startEpollLoops starts one epoll loop per CPU the Go runtime uses.
+func startEpollLoops() ([]*eventLoop, error) {
+	var all []*eventLoop
+	for range runtime.GOMAXPROCS(0) {
+		l, err := newEventLoop()
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, l)
+		go l.run()
+	}
+	return all, nil
+}
+
+// startRingLoops starts one io_uring loop per two CPUs the Go runtime uses
+// (at least one), and gives the runtime as many more: each loop's thread
+// keeps its processor while it waits in the kernel, so the others stay
+// free for the rest of the proxy (logins, the goroutine relay, the admin
+// server).
+func startRingLoops() ([]*eventLoop, error) {
+	procs := runtime.GOMAXPROCS(0)
+	var all []*eventLoop
+	for range max(1, procs/2) {
+		l, err := startRingLoop()
+		if err != nil {
+			if len(all) == 0 {
+				return nil, err
+			}
+			break
+		}
+		all = append(all, l)
+	}
+	runtime.GOMAXPROCS(procs + len(all))
+	return all, nil
 }
 
 func newEventLoop() (*eventLoop, error) {
@@ -178,6 +237,8 @@ func (l *eventLoop) run() {
 		l.again = l.again[:0]
 		for _, ev := range events[:n] {
 			if int(ev.Fd) == l.wakefd {
+				var buf [8]byte
+				syscall.Read(l.wakefd, buf[:])
 				l.runTasks()
 				continue
 			}
@@ -207,8 +268,6 @@ func (l *eventLoop) run() {
 
 // runTasks runs what other goroutines posted.
 func (l *eventLoop) runTasks() {
-	var buf [8]byte
-	syscall.Read(l.wakefd, buf[:])
 	l.mu.Lock()
 	tasks := l.tasks
 	l.tasks = nil
@@ -282,7 +341,7 @@ func (s *session) newLooped() *looped {
 		closeFD(ufd)
 		return nil
 	}
-	l, err := pickLoop()
+	l, err := pickLoop(s.cfg.EpollLoop)
 	if err != nil {
 		s.log.Warn("event loop unavailable; relaying with goroutines", "err", err)
 		closeFD(cfd)
@@ -308,6 +367,11 @@ func (lp *looped) adopt() {
 		return // ended before it was adopted
 	}
 	l := lp.loop
+	if l.ring != nil {
+		lp.adoptRing()
+		lp.serve()
+		return
+	}
 	for i, fd := range []int{lp.cfd, lp.ufd} {
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET, Fd: int32(fd)}
 		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
@@ -330,13 +394,13 @@ func (lp *looped) serve() {
 			return
 		}
 		progress := false
-		if !lp.clientWait && !lp.upstreamDown && len(lp.usink.pending) == 0 {
+		if !lp.clientWait && !lp.upstreamDown && !lp.usink.held() {
 			progress = lp.clientTurn() || progress
 		}
 		if lp.gone {
 			return
 		}
-		if len(lp.csink.pending) == 0 {
+		if !lp.csink.held() {
 			progress = lp.upstreamTurn() || progress
 		}
 		if lp.clientWait && !lp.gone && s.heldInCopy() {
@@ -378,7 +442,7 @@ func (lp *looped) flushSinks() bool {
 // error came first), as the goroutine relay does.
 func (lp *looped) upstreamFailed() {
 	lp.upstreamDown = true
-	lp.usink.pending = nil
+	lp.usink.drop()
 }
 
 // clientTurn relays the client's whole buffered messages; it reports
@@ -422,7 +486,7 @@ func (lp *looped) clientTurn() (progress bool) {
 // others), and the socket it writes to, out, holds nothing back. err is
 // r's error, other than errAgain.
 func (lp *looped) more(i int, r *reader, out *fdSink) (bool, error) {
-	if len(out.pending) > 0 {
+	if out.held() {
 		return false, nil
 	}
 	if i == maxLoopMessages {
@@ -576,7 +640,17 @@ func (lp *looped) end() {
 	lp.gone = true
 	lp.crelay.flush()
 	lp.urelay.flush()
+	if lp.loop.ring != nil {
+		lp.cancelRing(lp.closeSockets)
+		return
+	}
 	lp.unwatch()
+	lp.closeSockets()
+}
+
+// closeSockets closes the session's sockets, or has what is pending on
+// them written first, and lets the session go.
+func (lp *looped) closeSockets() {
 	if pending := lp.usink.pending; lp.deliver && len(pending) > 0 {
 		go finishWrite(lp.ufd, pending)
 	} else {
@@ -598,9 +672,13 @@ func (lp *looped) handOver(reason string, typ byte, n int) {
 	lp.gone, lp.handBack = true, true
 	lp.crelay.flush()
 	lp.urelay.flush()
-	lp.unwatch()
 	lp.s.inLoop = false
 	lp.s.waitFirst = lp.clientWait
+	if lp.loop.ring != nil {
+		lp.cancelRing(lp.release)
+		return
+	}
+	lp.unwatch()
 	lp.release()
 }
 

@@ -31,6 +31,9 @@ var rawRelays = []struct {
 	{"loop", func(tb testing.TB) (*pgproto3.Frontend, net.Conn, *session) {
 		return tcpRelayConn(tb, Config{Upstream: "fake"})
 	}},
+	{"epoll", func(tb testing.TB) (*pgproto3.Frontend, net.Conn, *session) {
+		return tcpRelayConn(tb, Config{Upstream: "fake", EpollLoop: true})
+	}},
 	{"goroutines", func(tb testing.TB) (*pgproto3.Frontend, net.Conn, *session) {
 		return tcpRelayConn(tb, Config{Upstream: "fake", GoroutineRelay: true})
 	}},
@@ -173,7 +176,7 @@ func TestLoopFairToOtherSessions(t *testing.T) {
 	}
 	if loopOf(other) != loopOf(flooder) {
 		// Loops take sessions in turn: 17 sessions always put two on one.
-		t.Fatalf("no two of 17 sessions on one event loop (%d loops)", len(loops.all))
+		t.Fatalf("no two of 17 sessions on one event loop (%d loops)", len(ringLoops.all))
 	}
 	if got := string(roundTrip(t, feF, &pgproto3.Query{String: discardQuery})); got != "TZ" {
 		t.Fatalf("discard: client got %q", got)
@@ -282,5 +285,41 @@ func TestFdSinkReleasesPending(t *testing.T) {
 	}
 	if len(sink.pending) != 0 || cap(sink.pending) != 0 {
 		t.Errorf("after the burst: %d bytes pending, %d bytes held", len(sink.pending), cap(sink.pending))
+	}
+}
+
+// TestLoopUsesIOUringWhereAvailable: where this kernel lets the process
+// set up a ring, the default loop relays over io_uring, and relay: epoll
+// over epoll.
+func TestLoopUsesIOUringWhereAvailable(t *testing.T) {
+	r, err := newRing(8)
+	if err == nil {
+		r.close()
+	}
+	for _, tt := range []struct {
+		name     string
+		cfg      Config
+		wantRing bool
+	}{
+		{"loop", Config{Upstream: "fake"}, err == nil},
+		{"epoll", Config{Upstream: "fake", EpollLoop: true}, false},
+	} {
+		_, _, s := tcpRelayConn(t, tt.cfg)
+		var lp *looped
+		for range 200 {
+			s.stateMu.Lock()
+			lp = s.lp
+			s.stateMu.Unlock()
+			if lp != nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if lp == nil {
+			t.Fatalf("%s: session not in an event loop", tt.name)
+		}
+		if got := lp.loop.ring != nil; got != tt.wantRing {
+			t.Errorf("%s: loop over io_uring = %v, want %v (newRing: %v)", tt.name, got, tt.wantRing, err)
+		}
 	}
 }

@@ -245,7 +245,7 @@ var (
 	}
 )
 
-// relayWith starts a session relayed as relay names ("pipe", "loop" or
+// relayWith starts a session relayed as relay names ("pipe", "loop", "epoll" or
 // "goroutines"), as startRelayWith does, and returns the client's end.
 func relayWith(tb testing.TB, relay string, fake func(net.Conn), setup func(*session)) (*pgproto3.Frontend, net.Conn, *session) {
 	tb.Helper()
@@ -257,7 +257,7 @@ func relayWith(tb testing.TB, relay string, fake func(net.Conn), setup func(*ses
 		clientEnd, proxyClient = tcpPair(tb)
 		proxyUp, upstreamEnd = tcpPair(tb)
 	}
-	cfg := Config{Upstream: "fake", GoroutineRelay: relay == "goroutines"}
+	cfg := Config{Upstream: "fake", GoroutineRelay: relay == "goroutines", EpollLoop: relay == "epoll"}
 	fe, s := startRelayWith(tb, cfg, fake, setup, clientEnd, proxyClient, proxyUp, upstreamEnd)
 	return fe, clientEnd, s
 }
@@ -270,6 +270,9 @@ var relays = []struct {
 }{
 	{"pipe", pipeRelay},
 	{"loop", func(tb testing.TB) (*pgproto3.Frontend, *session) { return tcpRelay(tb, Config{Upstream: "fake"}) }},
+	{"epoll", func(tb testing.TB) (*pgproto3.Frontend, *session) {
+		return tcpRelay(tb, Config{Upstream: "fake", EpollLoop: true})
+	}},
 	{"goroutines", func(tb testing.TB) (*pgproto3.Frontend, *session) {
 		return tcpRelay(tb, Config{Upstream: "fake", GoroutineRelay: true})
 	}},
@@ -349,7 +352,7 @@ func TestRelayLargeAndPipelined(t *testing.T) {
 				if got := rowBytes(t, fe, ""); got != manyRows*len(rowValue) {
 					t.Fatalf("many rows: %d bytes, want %d", got, manyRows*len(rowValue))
 				}
-				if looping := inLoop(s); looping != (r.name == "loop" && round == 0) {
+				if looping := inLoop(s); looping != ((r.name == "loop" || r.name == "epoll") && round == 0) {
 					t.Errorf("round %d: in the event loop: %v", round, looping)
 				}
 				if got := rowBytes(t, fe, bigRowQuery); got != len(bigValue) {
@@ -359,7 +362,7 @@ func TestRelayLargeAndPipelined(t *testing.T) {
 					t.Errorf("round %d: still in the event loop after a row larger than its buffer", round)
 				}
 			}
-			want := map[string]float64{"loop": 1}[r.name]
+			want := map[string]float64{"loop": 1, "epoll": 1}[r.name]
 			if got := testutil.ToFloat64(s.srv.metrics.loopLeaves.WithLabelValues(leaveLargeMessage)); got != want {
 				t.Errorf("fenceproxy_event_loop_leaves_total{reason=large_message} = %v, want %v", got, want)
 			}

@@ -73,6 +73,10 @@ type Config struct {
 	// loop_linux.go).
 	GoroutineRelay bool
 
+	// EpollLoop has the event loop wait with epoll, and read and write
+	// with a system call each, even where io_uring is there to use.
+	EpollLoop bool
+
 	// Pool, when non-nil, is transaction pool mode (PoolConfig); nil is
 	// session mode: one upstream connection per client, for its life.
 	Pool *PoolConfig
@@ -201,13 +205,13 @@ func NewServer(cfg Config) *Server {
 // (gate.Session.Reconfigure), so a newly protected table is protected in
 // every session from its next statement on. The
 // fields fixed for the Server's life (Upstream, Logger, Metrics,
-// GoroutineRelay, and Pool but for its AuthMethod and Auth, which new
+// GoroutineRelay, EpollLoop, and Pool but for its AuthMethod and Auth, which new
 // clients log in with) keep their first value; cfg's are ignored. A nil Fencing
 // means no protected tables and no default resource, with the analyzer in
 // force kept.
 func (s *Server) Reload(cfg Config) {
 	cur := s.live.Load()
-	cfg.Upstream, cfg.Logger, cfg.Metrics, cfg.GoroutineRelay = cur.Upstream, cur.Logger, cur.Metrics, cur.GoroutineRelay
+	cfg.Upstream, cfg.Logger, cfg.Metrics, cfg.GoroutineRelay, cfg.EpollLoop = cur.Upstream, cur.Logger, cur.Metrics, cur.GoroutineRelay, cur.EpollLoop
 	if cfg.Fencing == nil {
 		cfg.Fencing = &gate.Config{Analyzer: cur.Fencing.Analyzer}
 	}

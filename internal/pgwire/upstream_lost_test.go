@@ -52,7 +52,7 @@ var resetAfterProbe = afterProbe(func(conn net.Conn, _ *pgproto3.Backend) {
 // other loss of the upstream, not a bare close: the write upstream that
 // failed first ended the session without a word, whichever relays it.
 func TestRelayUpstreamResetWhileClientWrites(t *testing.T) {
-	for _, relay := range []string{"pipe", "loop", "goroutines"} {
+	for _, relay := range []string{"pipe", "loop", "epoll", "goroutines"} {
 		t.Run(relay, func(t *testing.T) {
 			for range 20 {
 				testUpstreamResetWhileClientWrites(t, relay)
@@ -80,7 +80,7 @@ func testUpstreamResetWhileClientWrites(t *testing.T, relay string) {
 // two bytes) 08P01, whichever relays the session: the goroutine relay
 // closed the client's connection without a word.
 func TestRelayUpstreamBrokenReply(t *testing.T) {
-	for _, relay := range []string{"pipe", "loop", "goroutines"} {
+	for _, relay := range []string{"pipe", "loop", "epoll", "goroutines"} {
 		for q, code := range map[string]string{cutErrorQuery: codeConnectionFailure, badReadyQuery: codeProtocolViolation} {
 			t.Run(relay+"/"+q, func(t *testing.T) {
 				fe, _, s := relayWith(t, relay, fakeUpstream, nil)
@@ -108,7 +108,7 @@ var fatalAfterProbe = afterProbe(func(conn net.Conn, be *pgproto3.Backend) {
 // client before the close, whichever relays the session: the event loop
 // closed the client's connection with the error still in its buffer.
 func TestRelayDeliversServerFatalBeforeClose(t *testing.T) {
-	for _, relay := range []string{"pipe", "loop", "goroutines"} {
+	for _, relay := range []string{"pipe", "loop", "epoll", "goroutines"} {
 		t.Run(relay, func(t *testing.T) {
 			for range 20 {
 				fe, _, s := relayWith(t, relay, fatalAfterProbe, nil)

@@ -1,0 +1,210 @@
+//go:build linux
+
+package pgwire
+
+// A minimal io_uring (io_uring_setup(2), io_uring_enter(2)) for the event
+// loop: receive, send, read and cancel entries, submitted and waited for in
+// one system call. Only the goroutine that made a ring, locked to its
+// thread, may use it (IORING_SETUP_SINGLE_ISSUER).
+
+import (
+	"os"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+const (
+	sysIOUringSetup = 425 // the same on every architecture
+	sysIOUringEnter = 426
+
+	ioringSetupSubmitAll    = 1 << 7
+	ioringSetupCoopTaskrun  = 1 << 8
+	ioringSetupSingleIssuer = 1 << 12
+	ioringSetupDeferTaskrun = 1 << 13
+
+	ioringFeatSingleMmap = 1 << 0
+	ioringFeatNoDrop     = 1 << 1
+
+	ioringEnterGetevents = 1 << 0
+
+	ioringOffSQRing = 0
+	ioringOffSQEs   = 0x10000000
+
+	ioringOpAsyncCancel = 14
+	ioringOpRead        = 22
+	ioringOpSend        = 26
+	ioringOpRecv        = 27
+
+	sqeSize = 64
+	cqeSize = 16
+)
+
+// ioUringParams is struct io_uring_params.
+type ioUringParams struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  [10]uint32 // head, tail, ring_mask, ring_entries, flags, dropped, array, resv1, user_addr (u64)
+	cqOff                                                                  [10]uint32 // head, tail, ring_mask, ring_entries, overflow, cqes, flags, resv1, user_addr (u64)
+}
+
+// sqe is struct io_uring_sqe, for the operations used here.
+type sqe struct {
+	opcode   uint8
+	flags    uint8
+	ioprio   uint16
+	fd       int32
+	off      uint64
+	addr     uint64
+	len      uint32
+	opFlags  uint32
+	userData uint64
+	_        [24]byte
+}
+
+// cqe is struct io_uring_cqe.
+type cqe struct {
+	userData uint64
+	res      int32
+	flags    uint32
+}
+
+// ring is one io_uring instance with its rings mapped.
+type ring struct {
+	fd     int
+	mem    []byte // submission and completion rings (one mapping)
+	sqeMem []byte
+
+	sqHead, sqTail, cqHead, cqTail *uint32
+	sqMask, cqMask                 uint32
+	sqes                           []sqe
+	cqes                           []cqe
+	tail                           uint32 // the next free entry, not yet published
+}
+
+// newRing sets up a ring of entries submission entries. It fails where
+// io_uring is missing, disabled (kernel.io_uring_disabled) or older than
+// Linux 6.1 (IORING_SETUP_DEFER_TASKRUN).
+func newRing(entries uint32) (*ring, error) {
+	p := ioUringParams{flags: ioringSetupSubmitAll | ioringSetupCoopTaskrun | ioringSetupSingleIssuer | ioringSetupDeferTaskrun}
+	fd, _, e := syscall.Syscall(sysIOUringSetup, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if e != 0 {
+		return nil, os.NewSyscallError("io_uring_setup", e)
+	}
+	r := &ring{fd: int(fd)}
+	if p.features&ioringFeatSingleMmap == 0 || p.features&ioringFeatNoDrop == 0 {
+		r.close()
+		return nil, os.NewSyscallError("io_uring_setup", syscall.ENOSYS)
+	}
+	sqLen := p.sqOff[6] + p.sqEntries*4
+	cqLen := p.cqOff[5] + p.cqEntries*cqeSize
+	size := max(sqLen, cqLen)
+	var err error
+	r.mem, err = syscall.Mmap(r.fd, ioringOffSQRing, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		r.close()
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	r.sqeMem, err = syscall.Mmap(r.fd, ioringOffSQEs, int(p.sqEntries*sqeSize), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		r.close()
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	at := func(off uint32) unsafe.Pointer { return unsafe.Pointer(&r.mem[off]) }
+	r.sqHead, r.sqTail = (*uint32)(at(p.sqOff[0])), (*uint32)(at(p.sqOff[1]))
+	r.sqMask = *(*uint32)(at(p.sqOff[2]))
+	r.cqHead, r.cqTail = (*uint32)(at(p.cqOff[0])), (*uint32)(at(p.cqOff[1]))
+	r.cqMask = *(*uint32)(at(p.cqOff[2]))
+	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&r.sqeMem[0])), p.sqEntries)
+	r.cqes = unsafe.Slice((*cqe)(at(p.cqOff[5])), p.cqEntries)
+	// The submission array maps each slot to the entry of the same index.
+	array := unsafe.Slice((*uint32)(at(p.sqOff[6])), p.sqEntries)
+	for i := range array {
+		array[i] = uint32(i)
+	}
+	r.tail = atomic.LoadUint32(r.sqTail)
+	return r, nil
+}
+
+func (r *ring) close() {
+	if r.sqeMem != nil {
+		syscall.Munmap(r.sqeMem)
+	}
+	if r.mem != nil {
+		syscall.Munmap(r.mem)
+	}
+	closeFD(r.fd)
+}
+
+// next returns a cleared submission entry, submitting what is queued
+// first when the ring is full.
+func (r *ring) next() *sqe {
+	for r.tail-atomic.LoadUint32(r.sqHead) >= uint32(len(r.sqes)) {
+		r.enter(0)
+	}
+	e := &r.sqes[r.tail&r.sqMask]
+	*e = sqe{}
+	r.tail++
+	atomic.StoreUint32(r.sqTail, r.tail)
+	return e
+}
+
+// recv queues a recv(2) into p. p must be on the heap (the compiler does
+// not see it escape here) and stay referenced until its completion.
+func (r *ring) recv(fd int, p []byte, user uint64) {
+	r.queueIO(ioringOpRecv, fd, p, user)
+}
+
+// send queues a send(2) of p (MSG_NOSIGNAL).
+func (r *ring) send(fd int, p []byte, user uint64) {
+	e := r.queueIO(ioringOpSend, fd, p, user)
+	e.opFlags = syscall.MSG_NOSIGNAL
+}
+
+// read queues a read(2) into p.
+func (r *ring) read(fd int, p []byte, user uint64) {
+	r.queueIO(ioringOpRead, fd, p, user)
+}
+
+func (r *ring) queueIO(op uint8, fd int, p []byte, user uint64) *sqe {
+	e := r.next()
+	e.opcode, e.fd, e.userData = op, int32(fd), user
+	e.addr, e.len = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p)))), uint32(len(p))
+	return e
+}
+
+// cancel queues the cancellation of the entry queued with user; its own
+// completion has user data 0.
+func (r *ring) cancel(user uint64) {
+	e := r.next()
+	e.opcode, e.fd, e.addr = ioringOpAsyncCancel, -1, user
+}
+
+// enter submits what is queued and waits for at least wait completions.
+// It waits with a raw system call: the thread is the ring's alone, so the
+// Go scheduler has nothing to hand over around the wait (and preempts the
+// goroutine with a signal, which ends the wait with EINTR, when it must).
+func (r *ring) enter(wait uint32) {
+	submit := r.tail - atomic.LoadUint32(r.sqHead)
+	// GETEVENTS even when not waiting: with DEFER_TASKRUN, completions are
+	// posted only then.
+	syscall.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(submit), uintptr(wait), ioringEnterGetevents, 0, 0)
+	// EINTR and EBUSY (completions to reap first) both end in the caller
+	// reaping and entering again; the kernel's head says what it took.
+}
+
+// reap calls f for each completion ready, in order.
+func (r *ring) reap(f func(user uint64, res int32)) {
+	head := atomic.LoadUint32(r.cqHead)
+	for {
+		tail := atomic.LoadUint32(r.cqTail)
+		if head == tail {
+			return
+		}
+		for ; head != tail; head++ {
+			c := r.cqes[head&r.cqMask]
+			atomic.StoreUint32(r.cqHead, head+1)
+			f(c.userData, c.res)
+		}
+	}
+}
