@@ -60,10 +60,14 @@
 // per-message code (clientStep, upstreamStep):
 //
 //   - The event loop (loop_linux.go, its sockets in fd_linux.go; Linux,
-//     plain TCP on both legs, the default): a few goroutines, one per
-//     GOMAXPROCS, each serving many sessions over epoll, reading only what
-//     epoll reported ready and relaying messages buffered whole. It costs
-//     0.7–0.85 times the CPU per transaction of the goroutine relay
+//     plain TCP on both legs, the default): a few goroutines, each serving
+//     many sessions and relaying messages buffered whole. Over io_uring
+//     where the kernel has it (loop_uring_linux.go, the ring in
+//     uring_linux.go): one loop per two GOMAXPROCS, each on a locked
+//     thread, one io_uring_enter per turn. Otherwise, or with
+//     Config.EpollLoop, over epoll: one per GOMAXPROCS, reading only what
+//     epoll reported ready. The io_uring loop costs about 0.5 times the
+//     CPU per transaction of the goroutine relay, the epoll loop 0.7–0.85
 //     (docs/performance.md).
 //   - The goroutine relay (client_pump.go, upstream_pump.go): one goroutine
 //     per direction, each blocking in its own reads. TLS sessions, and
