@@ -178,12 +178,12 @@ func newEventLoop() (*eventLoop, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
-	r, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if e != 0 {
+	wakefd, err := newEventFD()
+	if err != nil {
 		syscall.Close(epfd)
-		return nil, os.NewSyscallError("eventfd2", e)
+		return nil, err
 	}
-	l := &eventLoop{epfd: epfd, wakefd: int(r), ends: map[int32]*loopEnd{}}
+	l := &eventLoop{epfd: epfd, wakefd: wakefd, ends: map[int32]*loopEnd{}}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(l.wakefd)}
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wakefd, &ev); err != nil {
 		closeFD(epfd)
@@ -204,6 +204,15 @@ func newEventLoop() (*eventLoop, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// newEventFD returns a non-blocking eventfd, for waking a loop.
+func newEventFD() (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if e != 0 {
+		return -1, os.NewSyscallError("eventfd2", e)
+	}
+	return int(r), nil
 }
 
 // post runs f on the loop goroutine.

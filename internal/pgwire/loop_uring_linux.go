@@ -48,11 +48,11 @@ const (
 // startRingLoop starts an event loop over io_uring and returns it once its
 // ring is set up, or the reason there is none.
 func startRingLoop() (*eventLoop, error) {
-	l, err := newEventLoop()
+	wakefd, err := newEventFD()
 	if err != nil {
 		return nil, err
 	}
-	l.sessions = map[uint64]*looped{}
+	l := &eventLoop{epfd: -1, wakefd: wakefd, sessions: map[uint64]*looped{}}
 	// Every buffer the kernel writes to is on the heap, which does not
 	// move, never on a goroutine's stack, which does: the ring's calls
 	// pass addresses as integers, which escape analysis does not follow.
@@ -60,6 +60,7 @@ func startRingLoop() (*eventLoop, error) {
 	ready := make(chan error)
 	go l.runRing(ready)
 	if err := <-ready; err != nil {
+		closeFD(wakefd)
 		return nil, err
 	}
 	return l, nil
@@ -157,10 +158,21 @@ func (x *ringRecv) completed(res int32) {
 		x.r, x.w = 0, int(res)
 	case res == 0:
 		x.err = io.EOF
-	case syscall.Errno(-res) == syscall.ECANCELED:
+	case retry(res):
+		// Nothing received; the next read queues another.
 	default:
 		x.err = syscall.Errno(-res)
 	}
+}
+
+// retry reports whether an operation's result is a failure that did
+// nothing: cancelled, or interrupted in the kernel's worker.
+func retry(res int32) bool {
+	switch syscall.Errno(-res) {
+	case syscall.ECANCELED, syscall.EINTR, syscall.EAGAIN:
+		return true
+	}
+	return false
 }
 
 // ringSend is what the ring is sending on one socket of a session (flight,
@@ -201,8 +213,8 @@ func (x *ringSend) completed(res int32) {
 	switch {
 	case res >= 0:
 		x.flight = x.flight[res:]
-	case syscall.Errno(-res) == syscall.ECANCELED:
-		return
+	case retry(res):
+		// Nothing sent: sent again unless the session is leaving the loop.
 	default:
 		x.err = syscall.Errno(-res)
 		return
@@ -265,6 +277,10 @@ func (lp *looped) completed(op int, res int32) {
 // cancelRing cancels the session's operations in the kernel; finish runs
 // once none is left.
 func (lp *looped) cancelRing(finish func()) {
+	if lp.id == 0 {
+		finish() // ended before it was adopted: nothing in the kernel
+		return
+	}
 	lp.finish = finish
 	r := lp.loop.ring
 	for op, busy := range []bool{lp.csrc.rx.inflight, lp.usrc.rx.inflight, lp.csink.tx.inflight, lp.usink.tx.inflight} {
@@ -283,9 +299,9 @@ func (lp *looped) finishIfIdle() {
 	}
 	delete(lp.loop.sessions, lp.id)
 	for _, sink := range []*fdSink{lp.csink, lp.usink} {
-		if sink.tx.err == nil {
-			sink.pending = sink.tx.unsent()
-		}
+		// Even after a failed send: the next write to the socket fails
+		// too, rather than going on past a gap.
+		sink.pending = sink.tx.unsent()
 		sink.tx = nil
 	}
 	finish := lp.finish

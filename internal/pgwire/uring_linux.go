@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -27,6 +28,7 @@ const (
 	ioringFeatNoDrop     = 1 << 1
 
 	ioringEnterGetevents = 1 << 0
+	ioringEnterExtArg    = 1 << 3
 
 	ioringOffSQRing = 0
 	ioringOffSQEs   = 0x10000000
@@ -79,8 +81,29 @@ type ring struct {
 	sqMask, cqMask                 uint32
 	sqes                           []sqe
 	cqes                           []cqe
-	tail                           uint32 // the next free entry, not yet published
+	tail                           uint32 // the next free entry, published by enter
+
+	// The wait's bound (enter), where the kernel reads it.
+	waitArg     getEventsArg
+	waitTimeout kernelTimespec
 }
+
+// getEventsArg is struct io_uring_getevents_arg.
+type getEventsArg struct {
+	sigmask   uint64
+	sigmaskSz uint32
+	minWait   uint32
+	ts        uint64
+}
+
+type kernelTimespec struct{ sec, nsec int64 }
+
+// ringMaxWait bounds each wait in the kernel: the loop's goroutine comes
+// back to Go code at least this often, so the runtime can stop it (a
+// garbage collection's stop-the-world) even without the preemption signal
+// (GODEBUG=asyncpreemptoff=1), and goroutines it readied that no other
+// processor took run on its own.
+const ringMaxWait = 5 * time.Millisecond
 
 // newRing sets up a ring of entries submission entries. It fails where
 // io_uring is missing, disabled (kernel.io_uring_disabled) or older than
@@ -123,6 +146,8 @@ func newRing(entries uint32) (*ring, error) {
 		array[i] = uint32(i)
 	}
 	r.tail = atomic.LoadUint32(r.sqTail)
+	r.waitTimeout = kernelTimespec{nsec: int64(ringMaxWait)}
+	r.waitArg.ts = uint64(uintptr(unsafe.Pointer(&r.waitTimeout)))
 	return r, nil
 }
 
@@ -145,7 +170,6 @@ func (r *ring) next() *sqe {
 	e := &r.sqes[r.tail&r.sqMask]
 	*e = sqe{}
 	r.tail++
-	atomic.StoreUint32(r.sqTail, r.tail)
 	return e
 }
 
@@ -185,12 +209,19 @@ func (r *ring) cancel(user uint64) {
 // Go scheduler has nothing to hand over around the wait (and preempts the
 // goroutine with a signal, which ends the wait with EINTR, when it must).
 func (r *ring) enter(wait uint32) {
+	atomic.StoreUint32(r.sqTail, r.tail) // the entries are filled in
 	submit := r.tail - atomic.LoadUint32(r.sqHead)
 	// GETEVENTS even when not waiting: with DEFER_TASKRUN, completions are
 	// posted only then.
-	syscall.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(submit), uintptr(wait), ioringEnterGetevents, 0, 0)
-	// EINTR and EBUSY (completions to reap first) both end in the caller
-	// reaping and entering again; the kernel's head says what it took.
+	_, _, e := syscall.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(submit), uintptr(wait),
+		ioringEnterGetevents|ioringEnterExtArg, uintptr(unsafe.Pointer(&r.waitArg)), unsafe.Sizeof(r.waitArg))
+	switch e {
+	case 0, syscall.EINTR, syscall.ETIME, syscall.EBUSY, syscall.EAGAIN:
+		// Transient: the caller reaps and enters again; the kernel's head
+		// says what it took.
+	default:
+		panic("pgwire: event loop: io_uring_enter: " + e.Error()) // the ring is the loop's alone
+	}
 }
 
 // reap calls f for each completion ready, in order.
