@@ -34,6 +34,19 @@ type pooledEnv struct {
 // connections per (database, user), clients let in by trust.
 func newPooledEnv(t *testing.T, size int, fencing *gate.Config) *pooledEnv {
 	t.Helper()
+	return newPooledEnvRelay(t, size, fencing, relayLoop)
+}
+
+// The relays a pooled session can be served by.
+const (
+	relayLoop       = "loop"       // the io_uring event loop, the default
+	relayGoroutines = "goroutines" // Config.GoroutineRelay
+)
+
+// newPooledEnvRelay is newPooledEnv with the proxy relaying its sessions
+// as relay says.
+func newPooledEnvRelay(t *testing.T, size int, fencing *gate.Config, relay string) *pooledEnv {
+	t.Helper()
 	pg := harness.Postgres(t)
 	db := harness.CreateDB(t, pg)
 	e := &pooledEnv{db: db, direct: pg.DSN(pgcluster.Superuser, db)}
@@ -48,7 +61,7 @@ func newPooledEnv(t *testing.T, size int, fencing *gate.Config) *pooledEnv {
 		fencing = &gate.Config{}
 	}
 	fencing.Analyzer = gate.NewAnalyzer(1024)
-	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Fencing: fencing,
+	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Fencing: fencing, GoroutineRelay: relay == relayGoroutines,
 		Pool: &pgwire.PoolConfig{Size: size, AuthMethod: clientauth.Trust}})
 	e.app = e.proxy.DSN(pgcluster.Superuser, "", db)
 	return e
@@ -81,7 +94,12 @@ var pooledModes = map[string]pgx.QueryExecMode{
 // served by the one server connection the pool may open, and each sees
 // its own results.
 func TestPooledClientsShareServerConnections(t *testing.T) {
-	e := newPooledEnv(t, 1, nil)
+	for _, relay := range []string{relayLoop, relayGoroutines} {
+		t.Run(relay, func(t *testing.T) { clientsShareServerConnections(t, newPooledEnvRelay(t, 1, nil, relay)) })
+	}
+}
+
+func clientsShareServerConnections(t *testing.T, e *pooledEnv) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for i := range 8 {
@@ -191,7 +209,12 @@ func TestPooledLoginGetsTheServersDefaultsNotTheLastBorrowers(t *testing.T) {
 // B's writes are refused with 55Z01 once A has written, whichever form
 // either uses, and A's value stays.
 func TestPooledStaleHolderNeverLands(t *testing.T) {
-	e := newPooledEnv(t, 1, nil)
+	for _, relay := range []string{relayLoop, relayGoroutines} {
+		t.Run(relay, func(t *testing.T) { staleHolderNeverLands(t, newPooledEnvRelay(t, 1, nil, relay)) })
+	}
+}
+
+func staleHolderNeverLands(t *testing.T, e *pooledEnv) {
 	forms := []string{"session", "set local", "comment"}
 	for mode, qm := range pooledModes {
 		for _, fa := range forms {

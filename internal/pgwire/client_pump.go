@@ -18,18 +18,8 @@ import (
 func (s *session) pumpClient() error {
 	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
 	defer relayed.flush()
-	if err := flushPending(s.uPending); err != nil {
-		return &writeError{upstream: true, err: err}
-	}
-	if s.waitFirst {
-		// Handed over by the event loop while a message waited for gate.
-		if err := s.waitSettled(); err != nil {
-			var ce *clientError
-			if errors.As(err, &ce) {
-				return err
-			}
-			return nil
-		}
+	if over, err := s.resumeFromLoop(); over {
+		return err
 	}
 	for {
 		typ, n, err := s.cr.header()
@@ -49,6 +39,28 @@ func (s *session) pumpClient() error {
 			}
 		}
 	}
+}
+
+// resumeFromLoop starts the client direction of the goroutine relay where
+// an event loop that handed the session over left it: what the upstream
+// could not take yet goes first, and a message that waited for gate to
+// settle waits on. over reports the session is over, with err as
+// pumpClient returns it.
+func (s *session) resumeFromLoop() (over bool, err error) {
+	if err := flushPending(s.uPending); err != nil {
+		return true, &writeError{upstream: true, err: err}
+	}
+	if !s.waitFirst {
+		return false, nil
+	}
+	if err := s.waitSettled(); err != nil {
+		var ce *clientError
+		if errors.As(err, &ce) {
+			return true, err
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // clientReadFailed says how reading the client's next message ended the

@@ -36,6 +36,14 @@ func (f *fdSource) event(events uint32) {
 
 var errAgain = errors.New("no input ready")
 
+// buffered returns how much the ring received that was not read yet.
+func (f *fdSource) buffered() int {
+	if f.rx == nil {
+		return 0
+	}
+	return f.rx.w - f.rx.r
+}
+
 func (f *fdSource) Read(p []byte) (int, error) {
 	if f.rx != nil && len(p) > 0 {
 		if f.rx.r < f.rx.w {

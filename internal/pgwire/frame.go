@@ -211,6 +211,36 @@ func (r *reader) peekByte() byte {
 // waiting for us: the moment to flush what we have written.
 func (r *reader) idle() bool { return r.r == r.w }
 
+// drained reports whether nothing is buffered, here or in the source (an
+// event loop's socket keeps what its ring received): a connection read
+// through r may then be read by another reader.
+func (r *reader) drained() bool {
+	if !r.idle() {
+		return false
+	}
+	b, ok := r.src.(interface{ buffered() int })
+	return !ok || b.buffered() == 0
+}
+
+// buffersTerminate reports whether the whole messages buffered include a
+// Terminate.
+func (r *reader) buffersTerminate() bool {
+	for at := r.r; r.w-at >= headerLen; {
+		typ, n, err := parseHeader(r.buf[at : at+headerLen])
+		if err != nil {
+			return false
+		}
+		if typ == 'X' {
+			return true
+		}
+		at += headerLen + n
+	}
+	return false
+}
+
+// reset forgets what is buffered.
+func (r *reader) reset() { r.r, r.w = 0, 0 }
+
 // writeHeader writes a message header for a body of n bytes.
 // It appends to the writer's own buffer: a header array passed to Write
 // would escape to the heap, one allocation per message.

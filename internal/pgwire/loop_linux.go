@@ -98,6 +98,9 @@ type looped struct {
 	id     uint64
 	ops    int
 	finish func()
+
+	// Transaction pool mode (loop_pooled_linux.go); nil in session mode.
+	pl *loopLending
 }
 
 // loopSet is the process's event loops of one kind, started on first use.
@@ -304,17 +307,32 @@ func (s *session) relayInLoop() bool {
 		return false
 	}
 	s.srv.metrics.relays.WithLabelValues(relayLoop).Inc()
+	s.ur.src = lp.usrc
+	s.uw.Reset(toUpstream(lp.usink))
+	if !s.runInLoop(lp) {
+		return true
+	}
+	return !s.takeBack(lp)
+}
+
+// runInLoop hands the session to lp's loop, its readers and writers set to
+// the loop's sockets, and waits until the loop lets go of it; it reports
+// whether the loop handed it back to the goroutine relay.
+func (s *session) runInLoop(lp *looped) (handedBack bool) {
 	s.cw.Flush()
 	// The sockets are now the duplicates' alone: closing the originals
-	// takes them out of Go's poller.
+	// takes them out of Go's poller. (A pooled session's server
+	// connections are the pool's: the loop uses their sockets as they
+	// are.)
 	s.client.Close()
-	s.upstream.Close()
+	if s.upstream != nil {
+		s.upstream.Close()
+	}
 	if loopHandingOver != nil {
 		loopHandingOver(s)
 	}
-	s.cr.src, s.ur.src = lp.csrc, lp.usrc
+	s.cr.src = lp.csrc
 	s.cw.Reset(toClient(lp.csink))
-	s.uw.Reset(toUpstream(lp.usink))
 	s.inLoop = true
 	s.stateMu.Lock()
 	s.lp = lp
@@ -331,10 +349,7 @@ func (s *session) relayInLoop() bool {
 		lp.post(lp.stop)
 	}
 	<-lp.done
-	if !lp.handBack {
-		return true
-	}
-	return !s.takeBack(lp)
+	return lp.handBack
 }
 
 // newLooped returns the session's state for an event loop, with duplicates
@@ -399,17 +414,22 @@ func (lp *looped) adopt() {
 func (lp *looped) serve() {
 	s := lp.s
 	for !lp.gone {
+		if lp.pl != nil && lp.pl.releasing {
+			lp.finishRelease()
+		}
 		if !lp.flushSinks() {
 			return
 		}
 		progress := false
-		if !lp.clientWait && !lp.upstreamDown && !lp.usink.held() {
+		if !lp.clientWait && !lp.upstreamDown && !lp.usink.held() && (lp.pl == nil || !lp.pl.paused()) {
 			progress = lp.clientTurn() || progress
+		} else if lp.pl != nil && lp.pl.waiting {
+			lp.watchClient()
 		}
 		if lp.gone {
 			return
 		}
-		if !lp.csink.held() {
+		if !lp.csink.held() && lp.upstreamLent() {
 			progress = lp.upstreamTurn() || progress
 		}
 		if lp.clientWait && !lp.gone && s.heldInCopy() {
@@ -541,6 +561,11 @@ func (lp *looped) clientMessage() (next, moved bool) {
 		lp.handOver(reason, typ, n)
 		return false, false
 	}
+	if lp.pl != nil {
+		if relay, next := lp.lendFor(typ, n, mark); !relay {
+			return next, false
+		}
+	}
 	start := time.Now()
 	stop, err := s.clientStep(typ, n, &lp.crelay)
 	switch {
@@ -591,12 +616,22 @@ func (lp *looped) upstreamTurn() (progress bool) {
 			lp.end()
 			return true
 		}
+		if typ == 'Z' && lp.pl != nil && lp.releaseIfIdle() {
+			break // the connection is going back: nothing more is read of it
+		}
 	}
 	lp.urelay.flush()
 	if err := s.cw.Flush(); err != nil {
 		lp.end()
 	}
 	return progress
+}
+
+// upstreamLent reports whether the session has an upstream to read: always
+// in session mode; in transaction pool mode while a connection is lent,
+// and not going back.
+func (lp *looped) upstreamLent() bool {
+	return lp.pl == nil || lp.pl.lent != nil && !lp.pl.releasing
 }
 
 func (lp *looped) requeue() {
@@ -660,6 +695,10 @@ func (lp *looped) end() {
 // closeSockets closes the session's sockets, or has what is pending on
 // them written first, and lets the session go.
 func (lp *looped) closeSockets() {
+	if lp.pl != nil {
+		lp.closePooled()
+		return
+	}
 	if pending := lp.usink.pending; lp.deliver && len(pending) > 0 {
 		go finishWrite(lp.ufd, pending)
 	} else {

@@ -14,8 +14,14 @@ type looped struct{}
 func (lp *looped) post(func()) {}
 func (lp *looped) end()        {}
 func (lp *looped) stop()       {}
+func (lp *looped) cancelDone() {}
 
 func (s *session) relayInLoop() bool {
 	s.srv.metrics.relays.WithLabelValues(relayGoroutines).Inc()
 	return false
+}
+
+func (s *session) relayPooledInLoop() (over bool, handed *lending) {
+	s.srv.metrics.relays.WithLabelValues(relayGoroutines).Inc()
+	return false, nil
 }

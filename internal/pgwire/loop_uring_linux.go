@@ -128,21 +128,21 @@ type ringRecv struct {
 	err      error // io.EOF or the receive's error
 }
 
-// take copies into p what was received and not yet taken, queuing the
-// next receive once all of it is.
+// take copies into p what was received and not yet taken. The next
+// receive is queued only when a read finds nothing (fdSource.Read): a
+// pooled session that hands its server connection back after the last
+// message leaves no receive in the kernel on it.
 func (x *ringRecv) take(p []byte) int {
 	n := copy(p, x.buf[x.r:x.w])
 	x.r += n
-	if x.r == x.w {
-		x.arm()
-	}
 	return n
 }
 
-// arm queues a receive unless one is queued, the socket ended or the
-// session is leaving the loop.
+// arm queues a receive unless one is queued, the socket ended, the session
+// is leaving the loop or (a pooled session between lendings) has no
+// socket.
 func (x *ringRecv) arm() {
-	if x.inflight || x.err != nil || x.lp.gone {
+	if x.inflight || x.err != nil || x.lp.gone || x.fd < 0 {
 		return
 	}
 	x.r, x.w = 0, 0

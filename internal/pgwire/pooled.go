@@ -59,7 +59,10 @@ type pooledState struct {
 	// connection goes back, so that none reaches another client's
 	// statement.
 	cancels sync.WaitGroup
-	done    chan struct{} // closed when the last lending's upstream reader has ended
+	// cancelling counts them too, under session.stateMu, for an event
+	// loop, which cannot wait: it hands the release to a goroutine.
+	cancelling int
+	done       chan struct{} // closed when the last lending's upstream reader has ended
 	// lendings hands each lending to relayLendings.
 	lendings chan lending
 
@@ -92,13 +95,17 @@ type lentConn struct {
 	// settings is settingsKey of the connection's Params; "" when they
 	// changed since it was taken.
 	settings string
+	// fd is NetConn's socket, for an event loop (-1: not looked up yet).
+	// Not a duplicate: the connection stays the pool's, and the loop
+	// never has an operation on it once it is released.
+	fd int
 }
 
 func borrowed(c *pool.Conn) *lentConn {
 	if lc, ok := c.Borrower.(*lentConn); ok {
 		return lc
 	}
-	lc := &lentConn{r: newReader(c.NetConn), w: bufio.NewWriterSize(toUpstream(c.NetConn), ioBufferSize)}
+	lc := &lentConn{r: newReader(c.NetConn), w: bufio.NewWriterSize(toUpstream(c.NetConn), ioBufferSize), fd: -1}
 	c.Borrower = lc
 	return lc
 }
@@ -182,10 +189,14 @@ func (s *session) runPooled(startup *pgproto3.StartupMessage) {
 		return
 	}
 	s.log.Debug("session ready", "user", user, "database", db, "pool_mode", "transaction")
+	over, handed := s.relayPooledInLoop()
+	if over {
+		return
+	}
 	relayed := make(chan struct{})
 	go func() {
 		defer close(relayed)
-		s.relayLendings()
+		s.relayLendings(handed)
 	}()
 	s.proxyPooled()
 	<-relayed
@@ -202,7 +213,15 @@ type lending struct {
 // lending (pumpLent) until the session ends. One goroutine for the
 // session's life, not one per lending: a new goroutine's stack grows
 // again at every transaction.
-func (s *session) relayLendings() {
+//
+// first, when set, is the lending in progress when an event loop handed
+// the session over; the output the loop could not write to the client yet
+// goes first.
+func (s *session) relayLendings(first *lending) {
+	flushPending(s.cPending) // a failure means the client is gone: its reader ends the session
+	if first != nil {
+		s.pumpLent(first.c, first.done)
+	}
 	for {
 		select {
 		case l := <-s.pooled.lendings:
@@ -307,23 +326,28 @@ func sortedKeys(m map[string]string) []string {
 // acquire gets a server connection from the pool for the session's key;
 // on failure the client has been told why.
 func (s *session) acquire() (*pool.Conn, error) {
-	ctx := s.pooled.ctx
-	c, err := s.srv.pool.Acquire(ctx, s.pooled.key)
+	c, err := s.srv.pool.Acquire(s.pooled.ctx, s.pooled.key)
+	if err != nil {
+		s.sendClient(s.acquireFailed(err))
+	}
+	return c, err
+}
+
+// acquireFailed returns what a client is told when no server connection
+// could be had for it (err from the pool).
+func (s *session) acquireFailed(err error) *pgproto3.ErrorResponse {
 	switch {
-	case err == nil:
-		return c, nil
 	case errors.Is(err, pool.ErrWaitTimeout):
 		s.srv.metrics.refusedConns.WithLabelValues(failPoolWait).Inc()
 		s.log.Warn("no server connection within query_wait_timeout", "user", s.pooled.key.User, "database", s.pooled.key.Database)
-		s.sendClient(fatal(codeTooManyConnections, "fenceproxy: no server connection became free within query_wait_timeout"))
-	case errors.Is(err, pool.ErrClosed), ctx.Err() != nil:
-		s.sendClient(s.stopError())
+		return fatal(codeTooManyConnections, "fenceproxy: no server connection became free within query_wait_timeout")
+	case errors.Is(err, pool.ErrClosed), s.pooled.ctx.Err() != nil:
+		return s.stopError()
 	default:
 		s.srv.metrics.refusedConns.WithLabelValues(failUpstreamConnect).Inc()
 		s.log.Warn("upstream connect failed", "err", err)
-		s.sendClient(upstreamConnectError(err))
+		return upstreamConnectError(err)
 	}
-	return nil, err
 }
 
 // upstreamConnectError is what a client is told when the server cannot be
@@ -368,6 +392,9 @@ func (s *session) proxyPooled() {
 func (s *session) pumpPooled() error {
 	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
 	defer relayed.flush()
+	if over, err := s.resumeFromLoop(); over {
+		return err
+	}
 	for {
 		typ, n, err := s.cr.header()
 		if err != nil {
@@ -564,7 +591,7 @@ func (s *session) pumpLent(c *pool.Conn, done chan struct{}) {
 				// message): a client that leaves at once (Terminate)
 				// cannot close the connection under the release, and one
 				// that saw it finds the connection free.
-				reusable = s.ur.idle()
+				reusable = s.ur.drained()
 				return
 			}
 		}
@@ -664,5 +691,19 @@ func (s *session) pooledCancelKey() (key upstreamKey, done func(), ok bool) {
 		return upstreamKey{}, nil, false
 	}
 	s.pooled.cancels.Add(1)
-	return upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey}, s.pooled.cancels.Done, true
+	s.pooled.cancelling++
+	done = func() {
+		s.stateMu.Lock()
+		s.pooled.cancelling--
+		lp := s.lp
+		if s.pooled.cancelling > 0 {
+			lp = nil
+		}
+		s.stateMu.Unlock()
+		s.pooled.cancels.Done()
+		if lp != nil {
+			lp.post(lp.cancelDone) // its release may wait for this
+		}
+	}
+	return upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey}, done, true
 }

@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,11 +41,25 @@ type setupGroup struct {
 	failed  *pgproto3.ErrorResponse
 }
 
-// setup readies c for the session. keepUnnamed: the client's first
-// message replaces the unnamed statement itself. At login (s.pooled
-// params taken from the startup packet) the server's values are adopted
-// instead of checked.
+// setup readies c for the session, telling the client when it fails (c
+// is then released). keepUnnamed: the client's first message replaces the
+// unnamed statement itself. At login (s.pooled params taken from the
+// startup packet) the server's values are adopted instead of checked.
 func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
+	err := s.runSetup(c, s.planSetup(c, keepUnnamed), login)
+	s.tell(err)
+	return err
+}
+
+// setupPlan is what a setup sends, and the units its answers come in;
+// empty when the connection is ready for the client as it is.
+type setupPlan struct {
+	msgs   []pgproto3.FrontendMessage
+	groups []setupGroup
+}
+
+// planSetup returns what readies c for the session, with no I/O.
+func (s *session) planSetup(c *pool.Conn, keepUnnamed bool) setupPlan {
 	lc := borrowed(c)
 	var msgs []pgproto3.FrontendMessage
 	var groups []setupGroup
@@ -83,13 +98,39 @@ func (s *session) setup(c *pool.Conn, keepUnnamed, login bool) error {
 		msgs = append(msgs, p, &pgproto3.Sync{})
 		groups = append(groups, setupGroup{parse: server})
 	}
-	if len(msgs) == 0 {
+	return setupPlan{msgs, groups}
+}
+
+// runSetup carries out plan on c. It returns a *pooledFailure, c
+// released, when the session cannot go on with it. It touches the
+// session's pooled state and c, nothing the relay writes: an event loop
+// runs it on a goroutine of its own while the session waits.
+func (s *session) runSetup(c *pool.Conn, plan setupPlan, login bool) error {
+	if len(plan.msgs) == 0 {
 		return nil
 	}
-	if err := s.runSetup(c, lc, msgs, groups); err != nil {
+	if err := s.exchangeSetup(c, borrowed(c), plan.msgs, plan.groups); err != nil {
 		return err
 	}
 	return s.checkSettings(c, login)
+}
+
+// pooledFailure ends a pooled session: resp, when set, is what the client
+// is told (tell).
+type pooledFailure struct {
+	resp *pgproto3.ErrorResponse
+	err  error
+}
+
+func (f *pooledFailure) Error() string { return f.err.Error() }
+func (f *pooledFailure) Unwrap() error { return f.err }
+
+// tell sends the client what a *pooledFailure says it is told.
+func (s *session) tell(err error) {
+	var f *pooledFailure
+	if errors.As(err, &f) && f.resp != nil {
+		s.sendClient(f.resp)
+	}
 }
 
 // settingsDiffer reports whether any setting setup restores differs
@@ -230,16 +271,16 @@ func (s *session) forgetStatements() {
 	}
 }
 
-// runSetup sends msgs and reads the answer of each group.
-func (s *session) runSetup(c *pool.Conn, lc *lentConn, msgs []pgproto3.FrontendMessage, groups []setupGroup) error {
+// exchangeSetup sends msgs and reads the answer of each group.
+func (s *session) exchangeSetup(c *pool.Conn, lc *lentConn, msgs []pgproto3.FrontendMessage, groups []setupGroup) error {
 	c.NetConn.SetDeadline(time.Now().Add(s.cfg.startupTimeout()))
 	defer c.NetConn.SetDeadline(time.Time{})
+	var buf []byte
 	for _, m := range msgs {
-		buf, err := m.Encode(s.encBuf[:0])
-		if err != nil {
+		var err error
+		if buf, err = m.Encode(buf[:0]); err != nil {
 			return s.setupFailed(c, err)
 		}
-		s.encBuf = buf
 		if _, err := lc.w.Write(buf); err != nil {
 			return s.setupFailed(c, err)
 		}
@@ -258,8 +299,7 @@ func (s *session) runSetup(c *pool.Conn, lc *lentConn, msgs []pgproto3.FrontendM
 			s.srv.pool.Release(c, lc.r.idle())
 			e := *g.failed
 			e.Severity, e.SeverityUnlocalized = "FATAL", "FATAL"
-			s.sendClient(&e)
-			return fmt.Errorf("setting the client's parameters: %s", g.failed.Message)
+			return &pooledFailure{&e, fmt.Errorf("setting the client's parameters: %s", g.failed.Message)}
 		case g.unnamed && g.failed == nil:
 			lc.unnamed = g.parse
 		case g.unnamed:
@@ -316,12 +356,11 @@ func (s *session) readSetupGroup(c *pool.Conn, lc *lentConn, g *setupGroup) erro
 }
 
 // setupFailed closes c, which the setup left in a state not known, and
-// tells the client.
+// returns what the client is told.
 func (s *session) setupFailed(c *pool.Conn, err error) error {
 	s.srv.pool.Release(c, false)
 	s.log.Warn("setting up a server connection failed", "err", err)
-	s.sendClient(fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"))
-	return err
+	return &pooledFailure{fatal(codeConnectionFailure, "fenceproxy: lost the connection to the upstream server"), err}
 }
 
 // checkSettings makes sure the server now reports the client's view of
@@ -339,8 +378,8 @@ func (s *session) checkSettings(c *pool.Conn, login bool) error {
 		if c.Params[n] != s.pooled.params[n] {
 			s.srv.pool.Release(c, false)
 			s.log.Error("server connection setting differs from the client's after setup", "param", n)
-			s.sendClient(fatal(codeInternalError, "fenceproxy: could not give the server connection the client's "+n+"; the session cannot continue"))
-			return fmt.Errorf("setting %s not restored", n)
+			return &pooledFailure{fatal(codeInternalError, "fenceproxy: could not give the server connection the client's "+n+"; the session cannot continue"),
+				fmt.Errorf("setting %s not restored", n)}
 		}
 	}
 	return nil

@@ -78,6 +78,11 @@ type keyPool struct {
 // (conn nil, err nil) a free slot to dial into, or an error.
 type waiter struct {
 	ch chan grant // buffered 1; written once, under Pool.mu
+	// An AcquireAsync waiter has granted instead of ch (async.go), the
+	// start of its wait and its WaitTimeout's timer.
+	granted func(Grant)
+	since   time.Time
+	timer   *time.Timer
 }
 
 type grant struct {
@@ -302,6 +307,10 @@ func (p *Pool) grantFirst(kp *keyPool, g grant) {
 	kp.waiters[0] = nil
 	kp.waiters = kp.waiters[1:]
 	kp.stats.waiting--
+	if w.granted != nil {
+		p.notify(kp, w, g)
+		return
+	}
 	w.ch <- g
 }
 

@@ -1,0 +1,153 @@
+package pool
+
+import (
+	"context"
+	"time"
+)
+
+// Acquiring without blocking, for a caller that serves many clients on one
+// goroutine (an event loop): AcquireAsync answers at once, or queues the
+// caller in the same FIFO as Acquire and calls it back later. The rules are
+// Acquire's; only the waiting is the caller's.
+
+// Grant is what AcquireAsync gives: a connection (Conn), a slot to dial
+// into (Dial: the caller calls DialSlot, and Releases what it gets), or an
+// error (ErrClosed, ErrWaitTimeout). Waited is how long the caller was
+// queued (zero when it was not).
+type Grant struct {
+	Conn   *Conn
+	Dial   bool
+	Err    error
+	Waited time.Duration
+}
+
+// Ticket is a queued AcquireAsync, for CancelWait.
+type Ticket struct {
+	key Key
+	w   *waiter
+}
+
+// AcquireAsync lends a connection for key without blocking. When it can
+// answer at once (an idle connection, a free slot to dial into, ErrClosed)
+// it returns that Grant and a nil Ticket. Otherwise it queues the caller
+// and returns a Ticket: granted is then called exactly once, with a
+// connection, a slot, or ErrWaitTimeout after Config.WaitTimeout (or
+// ErrClosed), unless CancelWait takes the caller out of the queue first.
+// granted runs on the goroutine that releases a connection, with the
+// pool's lock held: it must not block or call the pool.
+//
+// Config.OnWait is not called for these waits: the caller reports them
+// with ReportWait, outside its own locks.
+func (p *Pool) AcquireAsync(key Key, granted func(Grant)) (Grant, *Ticket) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return Grant{Err: ErrClosed}, nil
+	}
+	kp := p.keyPool(key)
+	c, stale := p.popIdle(kp)
+	var g Grant
+	var t *Ticket
+	switch {
+	case c != nil:
+		c.lent = true
+		g.Conn = c
+	case kp.open < p.cfg.Size:
+		kp.open++
+		g.Dial = true
+	default:
+		w := &waiter{granted: granted, since: time.Now()}
+		kp.waiters = append(kp.waiters, w)
+		kp.stats.waiting++
+		if p.cfg.WaitTimeout > 0 {
+			w.timer = time.AfterFunc(p.cfg.WaitTimeout, func() { p.timeOut(key, w) })
+		}
+		t = &Ticket{key: key, w: w}
+	}
+	p.mu.Unlock()
+	if len(stale) > 0 {
+		go closeAll(stale)
+	}
+	return g, t
+}
+
+// timeOut takes w out of the queue with ErrWaitTimeout, unless it was
+// served or cancelled first.
+func (p *Pool) timeOut(key Key, w *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dequeue(p.keys[key], w) {
+		p.notify(p.keys[key], w, grant{err: ErrWaitTimeout})
+	}
+}
+
+// CancelWait takes a queued caller out of the queue; it reports false when
+// granted has been called (or is being called) already: what it was given
+// is then the caller's, to Release or Forgo.
+func (p *Pool) CancelWait(t *Ticket) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.dequeue(p.keys[t.key], t.w) {
+		return false
+	}
+	t.w.stopTimer()
+	return true
+}
+
+// dequeue removes w from kp's queue; false when it is not there. Called
+// with p.mu held.
+func (p *Pool) dequeue(kp *keyPool, w *waiter) bool {
+	for i, q := range kp.waiters {
+		if q == w {
+			kp.waiters = append(kp.waiters[:i], kp.waiters[i+1:]...)
+			kp.stats.waiting--
+			return true
+		}
+	}
+	return false
+}
+
+// notify hands g to a dequeued AcquireAsync waiter, counting its wait.
+// Called with p.mu held.
+func (p *Pool) notify(kp *keyPool, w *waiter, g grant) {
+	w.stopTimer()
+	waited := time.Since(w.since)
+	s := &kp.stats
+	s.waits++
+	s.totalWait += waited
+	s.maxWait = max(s.maxWait, waited)
+	w.granted(Grant{Conn: g.conn, Dial: g.conn == nil && g.err == nil, Err: g.err, Waited: waited})
+}
+
+// DialSlot opens a connection into the slot a Grant with Dial gave; on
+// failure the slot is given back.
+func (p *Pool) DialSlot(ctx context.Context, key Key) (*Conn, error) {
+	return p.dial(ctx, key)
+}
+
+// Forgo gives back what a Grant gave and the caller no longer wants: the
+// connection, unused, goes to the next waiter or the idle stack, the slot
+// to the next waiter or the pool.
+func (p *Pool) Forgo(key Key, g Grant) {
+	switch {
+	case g.Conn != nil:
+		p.Release(g.Conn, true)
+	case g.Dial:
+		p.mu.Lock()
+		p.freeSlot(p.keys[key])
+		p.mu.Unlock()
+	}
+}
+
+// ReportWait calls Config.OnWait for a wait of AcquireAsync's.
+func (p *Pool) ReportWait(key Key, g Grant) {
+	if p.cfg.OnWait != nil {
+		p.cfg.OnWait(key, g.Waited, g.Err == nil)
+	}
+}
+
+func (w *waiter) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
