@@ -59,6 +59,10 @@ type eventLoop struct {
 
 	mu    sync.Mutex
 	tasks []func() // posted by other goroutines, run by the loop
+	// awake: the loop is not waiting in the kernel, and runs what is
+	// posted before it waits again: post need not wake it (io_uring
+	// loops; an epoll loop is always woken).
+	awake bool
 
 	ends  map[int32]*loopEnd // the loop goroutine's own
 	again []*looped          // sessions to serve again without an event
@@ -222,7 +226,11 @@ func newEventFD() (int, error) {
 func (l *eventLoop) post(f func()) {
 	l.mu.Lock()
 	l.tasks = append(l.tasks, f)
+	awake := l.awake
 	l.mu.Unlock()
+	if awake {
+		return
+	}
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	syscall.Write(l.wakefd, one[:])

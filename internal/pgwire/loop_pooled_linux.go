@@ -45,7 +45,9 @@ type loopLending struct {
 	waiting   bool       // a connection is being acquired: the client is not read
 	keep      bool       // the message waiting replaces the unnamed statement
 	ticket    *pool.Ticket
-	granted   func(pool.Grant) // for AcquireAsync: posts onGrant
+	granted   func(pool.Grant) // for AcquireAsync: keeps the grant and posts onGrant
+	grant     pool.Grant       // what the pool gave a queued acquire
+	onGrant   func()
 	outside   bool             // a goroutine dials or sets up a connection for the session
 	endLater  bool             // the session ended while outside: let it go when that is done
 }
@@ -95,7 +97,14 @@ func (s *session) newPooledLooped() *looped {
 		urelay: byteCount{counter: s.srv.metrics.bytesToClient},
 		done:   make(chan struct{}),
 		pl:     &loopLending{}}
-	lp.pl.granted = func(g pool.Grant) { lp.post(func() { lp.onGrant(g) }) }
+	// Made once: a wait costs no allocation of a closure. The pool calls
+	// granted once per wait, and post orders the write of grant before
+	// onGrant reads it.
+	lp.pl.onGrant = lp.onGrant
+	lp.pl.granted = func(g pool.Grant) {
+		lp.pl.grant = g
+		lp.post(lp.pl.onGrant)
+	}
 	return lp
 }
 
@@ -164,10 +173,10 @@ func (lp *looped) watchClient() {
 	}
 }
 
-// onGrant is the pool's answer to a queued acquire.
-func (lp *looped) onGrant(g pool.Grant) {
-	s := lp.s
-	lp.pl.ticket = nil
+// onGrant takes the pool's answer to a queued acquire.
+func (lp *looped) onGrant() {
+	s, g := lp.s, lp.pl.grant
+	lp.pl.grant, lp.pl.ticket = pool.Grant{}, nil
 	s.srv.pool.ReportWait(s.pooled.key, g)
 	if lp.gone {
 		s.srv.pool.Forgo(s.pooled.key, g)

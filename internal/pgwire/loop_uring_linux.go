@@ -79,10 +79,17 @@ func (l *eventLoop) runRing(ready chan<- error) {
 	var turn []*looped
 	for {
 		wait := uint32(1)
-		if len(l.again) > 0 {
+		l.mu.Lock()
+		if len(l.again) > 0 || len(l.tasks) > 0 {
 			wait = 0
 		}
+		l.awake = wait == 0
+		l.mu.Unlock()
 		r.enter(wait)
+		l.mu.Lock()
+		l.awake = true
+		l.mu.Unlock()
+		l.runTasks() // posted while it was awake, without a wake-up
 		turn = append(turn[:0], l.again...)
 		l.again = l.again[:0]
 		r.reap(func(user uint64, res int32) {

@@ -59,9 +59,7 @@ func (p *Pool) AcquireAsync(key Key, granted func(Grant)) (Grant, *Ticket) {
 		w := &waiter{granted: granted, since: time.Now()}
 		kp.waiters = append(kp.waiters, w)
 		kp.stats.waiting++
-		if p.cfg.WaitTimeout > 0 {
-			w.timer = time.AfterFunc(p.cfg.WaitTimeout, func() { p.timeOut(key, w) })
-		}
+		p.armTimeouts(key, kp)
 		t = &Ticket{key: key, w: w}
 	}
 	p.mu.Unlock()
@@ -71,13 +69,49 @@ func (p *Pool) AcquireAsync(key Key, granted func(Grant)) (Grant, *Ticket) {
 	return g, t
 }
 
-// timeOut takes w out of the queue with ErrWaitTimeout, unless it was
-// served or cancelled first.
-func (p *Pool) timeOut(key Key, w *waiter) {
+// armTimeouts makes sure kp's timer fires when its oldest AcquireAsync
+// waiter's WaitTimeout ends. One timer per Key, not one per wait: the
+// queue is FIFO and every wait has the same timeout, so the oldest is
+// always the next to time out. Called with p.mu held.
+func (p *Pool) armTimeouts(key Key, kp *keyPool) {
+	if p.cfg.WaitTimeout <= 0 || kp.timerArmed {
+		return
+	}
+	kp.timerArmed = true
+	if kp.timer == nil {
+		kp.timer = time.AfterFunc(p.cfg.WaitTimeout, func() { p.timeOut(key) })
+		return
+	}
+	kp.timer.Reset(p.cfg.WaitTimeout)
+}
+
+// timeOut takes the AcquireAsync waiters of key whose WaitTimeout has
+// passed out of the queue with ErrWaitTimeout, and sets the timer for the
+// next one.
+func (p *Pool) timeOut(key Key) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dequeue(p.keys[key], w) {
-		p.notify(p.keys[key], w, grant{err: ErrWaitTimeout})
+	kp := p.keys[key]
+	kp.timerArmed = false
+	now := time.Now()
+	var next time.Duration
+	for i := 0; i < len(kp.waiters); {
+		w := kp.waiters[i]
+		if w.granted == nil {
+			i++
+			continue
+		}
+		if left := p.cfg.WaitTimeout - now.Sub(w.since); left > 0 {
+			next = left
+			break
+		}
+		kp.waiters = append(kp.waiters[:i], kp.waiters[i+1:]...)
+		kp.stats.waiting--
+		p.notify(kp, w, grant{err: ErrWaitTimeout})
+	}
+	if next > 0 {
+		kp.timerArmed = true
+		kp.timer.Reset(next)
 	}
 }
 
@@ -87,11 +121,7 @@ func (p *Pool) timeOut(key Key, w *waiter) {
 func (p *Pool) CancelWait(t *Ticket) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.dequeue(p.keys[t.key], t.w) {
-		return false
-	}
-	t.w.stopTimer()
-	return true
+	return p.dequeue(p.keys[t.key], t.w)
 }
 
 // dequeue removes w from kp's queue; false when it is not there. Called
@@ -110,7 +140,6 @@ func (p *Pool) dequeue(kp *keyPool, w *waiter) bool {
 // notify hands g to a dequeued AcquireAsync waiter, counting its wait.
 // Called with p.mu held.
 func (p *Pool) notify(kp *keyPool, w *waiter, g grant) {
-	w.stopTimer()
 	waited := time.Since(w.since)
 	s := &kp.stats
 	s.waits++
@@ -143,11 +172,5 @@ func (p *Pool) Forgo(key Key, g Grant) {
 func (p *Pool) ReportWait(key Key, g Grant) {
 	if p.cfg.OnWait != nil {
 		p.cfg.OnWait(key, g.Waited, g.Err == nil)
-	}
-}
-
-func (w *waiter) stopTimer() {
-	if w.timer != nil {
-		w.timer.Stop()
 	}
 }

@@ -72,17 +72,20 @@ type keyPool struct {
 	open    int       // connections counted against Size: lent, idle, dialling
 	waiters []*waiter // FIFO
 	stats   waitStats
+	// timer ends the waits of AcquireAsync callers (async.go); armed
+	// while it is set to fire.
+	timer      *time.Timer
+	timerArmed bool
 }
 
 // waiter is one queued Acquire. Release hands it a grant: a connection, or
 // (conn nil, err nil) a free slot to dial into, or an error.
 type waiter struct {
 	ch chan grant // buffered 1; written once, under Pool.mu
-	// An AcquireAsync waiter has granted instead of ch (async.go), the
-	// start of its wait and its WaitTimeout's timer.
+	// An AcquireAsync waiter has granted instead of ch (async.go), and
+	// the start of its wait.
 	granted func(Grant)
 	since   time.Time
-	timer   *time.Timer
 }
 
 type grant struct {
