@@ -75,9 +75,12 @@ type pooledState struct {
 	// stmts are the client's named protocol-level statements by server
 	// name, as their Parse went upstream; the gate says which exist
 	// (gate.Session.PooledStatements). unnamed is the last Parse of the
-	// unnamed statement sent, and unnamedServer its Msg.Server.
+	// unnamed statement sent (or, the client's own, unnamedBody, its body
+	// as sent, decoded when setup needs it), and unnamedServer its
+	// Msg.Server.
 	stmts         map[string]*pgproto3.Parse
 	unnamed       *pgproto3.Parse
+	unnamedBody   []byte
 	unnamedServer string
 	// ended: the upstream reader of a lending ended the session, and told
 	// the client why.

@@ -36,6 +36,16 @@ func serverStatement(name string, d *gate.Decision) string {
 // defines for setup.
 func (s *session) writePooled(typ byte, body []byte, m *gate.Msg, d *gate.Decision) error {
 	switch {
+	case typ == 'P' && m.Name == "":
+		// The client's unnamed Parse goes as it is: kept raw, decoded for
+		// setup only if a connection ever lacks it (unnamedWanted).
+		if err := s.writeRaw(s.uw, typ, body); err != nil {
+			return err
+		}
+		s.pooled.unnamed, s.pooled.unnamedBody = nil, append(s.pooled.unnamedBody[:0], body...)
+		s.pooled.unnamedServer = m.Server
+		borrowed(s.pooled.cur).unnamed = m.Server
+		return nil
 	case typ == 'P':
 		var p pgproto3.Parse
 		if err := p.Decode(body); err != nil {
@@ -65,7 +75,7 @@ func (s *session) writeParse(p *pgproto3.Parse, m *gate.Msg) error {
 	if sent.Name == "" {
 		// One unnamed statement at a time, replaced by the next: nothing
 		// to sweep, nothing for other sessions to look up.
-		s.pooled.unnamed, s.pooled.unnamedServer = sent, m.Server
+		s.pooled.unnamed, s.pooled.unnamedBody, s.pooled.unnamedServer = sent, nil, m.Server
 		borrowed(c).unnamed = m.Server
 		return nil
 	}

@@ -76,7 +76,10 @@ func (s *session) planSetup(c *pool.Conn, keepUnnamed bool) setupPlan {
 	}
 	live := s.liveStatements()
 	closes := s.sweep(c, lc)
-	unnamed := s.unnamedWanted()
+	var unnamed *pgproto3.Parse
+	if !keepUnnamed {
+		unnamed = s.unnamedWanted()
+	}
 	if !keepUnnamed && unnamed == nil && lc.unnamed != "" {
 		closes = append(closes, "")
 	}
@@ -201,7 +204,7 @@ func quoteLiteral(v string) string {
 // confirmed it; nil for none (the server has none either when that Parse
 // failed: a Parse of the unnamed statement drops the old one first).
 func (s *session) unnamedWanted() *pgproto3.Parse {
-	if s.pooled.unnamed == nil {
+	if s.pooled.unnamed == nil && s.pooled.unnamedBody == nil {
 		return nil
 	}
 	s.gateMu.Lock()
@@ -214,6 +217,13 @@ func (s *session) unnamedWanted() *pgproto3.Parse {
 	}
 	if server, ok := g.PooledStatement(""); !ok || server != s.pooled.unnamedServer {
 		return nil
+	}
+	if s.pooled.unnamed == nil {
+		p := &pgproto3.Parse{}
+		if p.Decode(s.pooled.unnamedBody) != nil {
+			return nil // decoded once already, when the client sent it
+		}
+		s.pooled.unnamed = p
 	}
 	return s.pooled.unnamed
 }
