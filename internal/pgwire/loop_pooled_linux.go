@@ -48,8 +48,8 @@ type loopLending struct {
 	granted   func(pool.Grant) // for AcquireAsync: keeps the grant and posts onGrant
 	grant     pool.Grant       // what the pool gave a queued acquire
 	onGrant   func()
-	outside   bool             // a goroutine dials or sets up a connection for the session
-	endLater  bool             // the session ended while outside: let it go when that is done
+	outside   bool // a goroutine dials or sets up a connection for the session
+	endLater  bool // the session ended while outside: let it go when that is done
 }
 
 func (pl *loopLending) paused() bool { return pl.waiting || pl.releasing }

@@ -26,7 +26,9 @@ func queueAsync(t *testing.T, p *pool.Pool) (*asyncWaiter, *pool.Ticket) {
 }
 
 // mustNotQueue is AcquireAsync's callback where an answer at once is due.
-func mustNotQueue(g pool.Grant) { panic("AcquireAsync queued a caller it should have answered at once") }
+func mustNotQueue(g pool.Grant) {
+	panic("AcquireAsync queued a caller it should have answered at once")
+}
 
 func TestAsyncAcquireAnswersAtOnceWhenItCan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
