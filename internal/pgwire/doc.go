@@ -37,9 +37,13 @@
 // connection's reported settings and statements the client's; statement
 // names are the proxy's (gate.ServerStatementName). The client's cancel key
 // maps to the session and reaches the backend lent to it at that moment.
-// gate's Config.Pooled decides what such a session may run. Pooled
-// sessions use the goroutine relay, one upstream reader for the session's
-// life. docs/design.md "Transaction pooling" has the rules.
+// gate's Config.Pooled decides what such a session may run. A pooled
+// session is relayed by the io_uring event loop where a session-mode one
+// would be, with plain TCP to the server too (loop_pooled_linux.go: it
+// waits for a connection in the pool's queue without a goroutine, and
+// uses the lent connection's socket as it is); otherwise by the goroutine
+// relay, one upstream reader for the session's life. docs/design.md
+// "Transaction pooling" has the rules.
 //
 // # Limits
 //

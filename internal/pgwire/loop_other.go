@@ -2,7 +2,11 @@
 
 package pgwire
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fenceproxy/fenceproxy/internal/pool"
+)
 
 // The event loop is Linux's (loop_linux.go); elsewhere every session is
 // relayed with two goroutines.
@@ -25,3 +29,5 @@ func (s *session) relayPooledInLoop() (over bool, handed *lending) {
 	s.srv.metrics.relays.WithLabelValues(relayGoroutines).Inc()
 	return false, nil
 }
+
+func loopDial(_ *Config, dial pool.DialFunc) pool.DialFunc { return dial }

@@ -429,9 +429,12 @@ func (s *session) takeBackPooled(lp *looped) (over bool, handed *lending) {
 	return false, handed
 }
 
-// rawFD returns a plain TCP connection's socket, which stays the
-// connection's: valid until it is closed.
+// rawFD returns a plain TCP connection's socket (an fdConn's, normally:
+// loopDial's), which stays the connection's: valid until it is closed.
 func rawFD(c net.Conn) (int, error) {
+	if fc, ok := c.(*fdConn); ok {
+		return fc.fd, nil
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return -1, errors.New("not a TCP connection")

@@ -104,7 +104,7 @@ func newPool(cfg *Config, onWait func(pool.Key, time.Duration, bool)) *pool.Pool
 		}
 	}
 	p, err := pool.New(pool.Config{
-		Dial:        dial,
+		Dial:        loopDial(cfg, dial),
 		Size:        pc.size(),
 		WaitTimeout: orDefault(pc.WaitTimeout, DefaultPoolWaitTimeout),
 		IdleTimeout: orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
