@@ -86,13 +86,19 @@ func NewAnalyzerBytes(size, maxBytes int) *Analyzer {
 // string made with unsafe.String over a buffer that is reused. A nil
 // *Analyzer analyses without a cache.
 func (c *Analyzer) Analyze(sql string) (*Analysis, error) {
+	return c.analyzeKnown(sql, mayMatter(sql))
+}
+
+// analyzeKnown is Analyze with mayMatter(sql) already known (matters): a
+// session has it, and the scan is not repeated.
+func (c *Analyzer) analyzeKnown(sql string, matters bool) (*Analysis, error) {
 	if c == nil || c.size <= 0 {
 		return Analyze(sql)
 	}
 	if e, ok := c.lookup(sql); ok {
 		return e.a, e.err
 	}
-	shape, shaped := literalShape(sql)
+	shape, shaped := literalShape(sql, matters)
 	if shaped {
 		if e, ok := c.shapes().lookup(shape); ok {
 			return e.a.forText(sql, e.sqlLen), nil

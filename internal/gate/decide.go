@@ -185,6 +185,7 @@ func (s *Session) analyze(sql string) analysis {
 
 // analyzeKnown is analyze with mayMatter(sql) already known.
 func (s *Session) analyzeKnown(sql string, matters bool) analysis {
+	textMatters := matters
 	if s.cfg.Pooled {
 		matters = true // what a pool cannot keep may be in any text
 	}
@@ -203,7 +204,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 	if why := s.settings.unsafe(sql); why != "" {
 		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: "fenceproxy: cannot fence this text, because " + why})
 	}
-	a, err := s.cfg.Analyzer.Analyze(sql)
+	a, err := s.cfg.Analyzer.analyzeKnown(sql, textMatters)
 	if err == nil {
 		return analysis{a: a}
 	}

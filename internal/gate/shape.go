@@ -32,8 +32,10 @@ var shapeWords = [...]string{"select", "insert", "update", "delete"}
 // The scanner follows PostgreSQL's scan.l for what it keeps: '…' strings
 // and "…" identifiers (doubled quotes inside), "--" comments to the end
 // of the line, nested /* */ comments.
-func literalShape(sql string) (string, bool) {
-	if len(sql) > safeParseBytes || !startsWithDML(sql) || mayMatter(sql) {
+//
+// matters is mayMatter(sql), which the caller has already.
+func literalShape(sql string, matters bool) (string, bool) {
+	if len(sql) > safeParseBytes || !startsWithDML(sql) || matters {
 		return "", false
 	}
 	for i := 0; i < len(sql); i++ {
@@ -42,6 +44,7 @@ func literalShape(sql string) (string, bool) {
 		}
 	}
 	var b strings.Builder
+	b.Grow(len(sql)) // a shape is never longer than its text
 	replaced := false
 	for i := 0; i < len(sql); {
 		c := sql[i]

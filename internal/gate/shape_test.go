@@ -43,7 +43,7 @@ func TestLiteralShape(t *testing.T) {
 		{"SELECTx 1", ""},
 	}
 	for _, tt := range tests {
-		got, ok := literalShape(tt.sql)
+		got, ok := literalShape(tt.sql, mayMatter(tt.sql))
 		if !ok {
 			got = ""
 		}
@@ -90,8 +90,8 @@ func TestLiteralShapeStandsForParse(t *testing.T) {
 				}
 			}
 			sql1, sql2 := fmt.Sprintf(tmpl, args1...), fmt.Sprintf(tmpl, args2...)
-			s1, ok1 := literalShape(sql1)
-			s2, ok2 := literalShape(sql2)
+			s1, ok1 := literalShape(sql1, mayMatter(sql1))
+			s2, ok2 := literalShape(sql2, mayMatter(sql2))
 			if !ok1 || !ok2 || s1 != s2 {
 				t.Fatalf("%q and %q: shapes %q (%v) and %q (%v)", sql1, sql2, s1, ok1, s2, ok2)
 			}
