@@ -186,8 +186,8 @@ func (s *Session) analyze(sql string) analysis {
 // analyzeKnown is analyze with mayMatter(sql) already known.
 func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 	textMatters := matters
-	if s.cfg.Pooled {
-		matters = true // what a pool cannot keep may be in any text
+	if s.cfg.Pooled && !matters {
+		matters = mayNeedSession(sql)
 	}
 	if !matters && s.unit.checked && s.fencingPossible() {
 		matters = mayMatterInChecked(sql)

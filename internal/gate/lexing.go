@@ -97,6 +97,26 @@ var startWords = [...]string{"set", "do", "call", "end"}
 // session that may be fenced, so it must stay cheap.
 func mayMatter(sql string) bool { return hasWordOf(&matterWords, sql) }
 
+// mayNeedSession reports, for a text mayMatter passes, whether it may
+// still need session state a pool cannot keep per client (poolUnsupported,
+// walker.poolUnsafe): every such statement holds a word of mayMatter's
+// (SET, RESET, set_config, PREPARE, EXECUTE, DEALLOCATE, DISCARD,
+// DECLARE, pg_settings) or of sessionWords. Errs towards true, as
+// mayMatter does, for the same reasons; one pass.
+func mayNeedSession(sql string) bool { return hasWordOf(&sessionIndex, sql) }
+
+// sessionWords are the words of mayNeedSession beyond mayMatter's: LISTEN,
+// LOAD, temporary objects (TEMP, TEMPORARY, the pg_temp schema) and
+// session-level advisory locks (pg_advisory_lock and its kin).
+var sessionWords = [...]string{"listen", "load", "temp", "advisory"}
+
+var sessionIndex = func() (idx wordIndex) {
+	for _, w := range sessionWords {
+		idx.add(w, false)
+	}
+	return idx
+}()
+
 // mayMatterInChecked reports whether a text that mayMatter passes may still
 // matter in a transaction that has passed its check: it may take or
 // release a savepoint, which ROLLBACK TO goes back to (see
