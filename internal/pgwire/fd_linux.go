@@ -206,17 +206,9 @@ func epollPoll(epfd int, events []syscall.EpollEvent) (int, error) {
 // dupFD returns a close-on-exec duplicate of a plain TCP connection's
 // socket, in non-blocking mode (it shares the original's file status).
 func dupFD(c net.Conn) (int, error) {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return -1, errors.New("not a TCP connection")
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
 	fd := -1
 	var derr error
-	err = rc.Control(func(s uintptr) {
+	err := withSocket(c, func(s uintptr) {
 		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
 		if e != 0 {
 			derr = os.NewSyscallError("fcntl", e)
@@ -225,6 +217,19 @@ func dupFD(c net.Conn) (int, error) {
 		fd = int(r)
 	})
 	return fd, errors.Join(err, derr)
+}
+
+// withSocket calls f with a plain TCP connection's socket.
+func withSocket(c net.Conn, f func(fd uintptr)) error {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return errors.New("not a TCP connection")
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(f)
 }
 
 func closeFD(fd int) {

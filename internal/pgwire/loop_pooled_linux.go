@@ -435,17 +435,7 @@ func rawFD(c net.Conn) (int, error) {
 	if fc, ok := c.(*fdConn); ok {
 		return fc.fd, nil
 	}
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return -1, errors.New("not a TCP connection")
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
 	fd := -1
-	if err := rc.Control(func(s uintptr) { fd = int(s) }); err != nil {
-		return -1, err
-	}
-	return fd, nil
+	err := withSocket(c, func(s uintptr) { fd = int(s) })
+	return fd, err
 }
