@@ -27,7 +27,6 @@ const (
 	poolDeallocate   = "SQL DEALLOCATE: pgx's DeallocateAll, and Deallocate of a name pgx does not know (0A000)"
 	poolPID          = "the BackendKeyData PID is the proxy's, not a backend's: pg_terminate_backend(conn.PID()) ends no backend of the client"
 	poolPreparedView = "pg_prepared_statements shows the lent server connection's statements, other clients' among them"
-	poolTooLarge     = "text the proxy cannot analyse (more than 100,000 tokens: 65,535 parameters) is refused in transaction mode even where no token can be (54001)"
 )
 
 // knownTransactionPool are top-level tests (with all their subtests) that
@@ -156,9 +155,6 @@ var knownTransactionPool = map[string]string{
 	"pgx/stdlib TestCheckIdleConn":               poolPID,
 
 	"pgx/stdlib TestConnMultiplePrepareAndDeallocate": poolPreparedView,
-
-	"pgx/pgconn TestConnExecParamsMaxNumberOfParams":   poolTooLarge,
-	"pgx/pgconn TestConnExecPreparedMaxNumberOfParams": poolTooLarge,
 }
 
 // skipTransactionPool are tests not run through the pooled proxy, each

@@ -59,6 +59,7 @@ type eventLoop struct {
 
 	mu    sync.Mutex
 	tasks []func() // posted by other goroutines, run by the loop
+	spare []func() // the loop goroutine's: the next tasks slice
 	// awake: the loop is not waiting in the kernel, and runs what is
 	// posted before it waits again: post need not wake it (io_uring
 	// loops; an epoll loop is always woken).
@@ -290,11 +291,13 @@ func (l *eventLoop) run() {
 func (l *eventLoop) runTasks() {
 	l.mu.Lock()
 	tasks := l.tasks
-	l.tasks = nil
+	l.tasks = l.spare[:0] // two slices in turn: posting allocates nothing
 	l.mu.Unlock()
-	for _, f := range tasks {
+	for i, f := range tasks {
 		f()
+		tasks[i] = nil
 	}
+	l.spare = tasks[:0]
 }
 
 // relayInLoop hands the session to an event loop when both its connections

@@ -336,7 +336,7 @@ func (lp *looped) detach() {
 	rx, tx := lp.usrc.rx, lp.usink.tx
 	lp.ufd, lp.usrc.fd, lp.usink.fd = -1, -1, -1
 	rx.fd, rx.r, rx.w, rx.err = -1, 0, 0, nil
-	tx.fd, tx.err, tx.flight, tx.more = -1, nil, tx.flight[:0], nil
+	tx.fd, tx.err, tx.flight, tx.more = -1, nil, tx.flight[:0], tx.more[:0]
 	lp.s.ur.reset()
 }
 

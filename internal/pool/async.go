@@ -21,10 +21,10 @@ type Grant struct {
 	Waited time.Duration
 }
 
-// Ticket is a queued AcquireAsync, for CancelWait.
+// Ticket is a queued AcquireAsync, for CancelWait: its place in the queue.
 type Ticket struct {
+	w   waiter
 	key Key
-	w   *waiter
 }
 
 // AcquireAsync lends a connection for key without blocking. When it can
@@ -56,11 +56,10 @@ func (p *Pool) AcquireAsync(key Key, granted func(Grant)) (Grant, *Ticket) {
 		kp.open++
 		g.Dial = true
 	default:
-		w := &waiter{granted: granted, since: time.Now()}
-		kp.waiters = append(kp.waiters, w)
+		t = &Ticket{w: waiter{granted: granted, since: time.Now()}, key: key}
+		kp.waiters = append(kp.waiters, &t.w)
 		kp.stats.waiting++
 		p.armTimeouts(key, kp)
-		t = &Ticket{key: key, w: w}
 	}
 	p.mu.Unlock()
 	if len(stale) > 0 {
@@ -121,7 +120,7 @@ func (p *Pool) timeOut(key Key) {
 func (p *Pool) CancelWait(t *Ticket) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dequeue(p.keys[t.key], t.w)
+	return p.dequeue(p.keys[t.key], &t.w)
 }
 
 // dequeue removes w from kp's queue; false when it is not there. Called
