@@ -215,3 +215,40 @@ func TestPooledClientLeavingWhileQueuedFreesItsPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestPooledCommitSentWithTheTerminateCommits: a client that sends COMMIT
+// and its Terminate in one write, and leaves, has its transaction
+// committed, in either relay, as it would be direct.
+func TestPooledCommitSentWithTheTerminateCommits(t *testing.T) {
+	for _, relay := range []string{relayLoop, relayGoroutines} {
+		t.Run(relay, func(t *testing.T) {
+			e := newPooledEnvRelay(t, 1, nil, relay)
+			c, err := pgconn.Connect(t.Context(), e.app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Exec(t.Context(), "BEGIN; UPDATE accounts SET balance = 9 WHERE id = 1").Close(); err != nil {
+				t.Fatal(err)
+			}
+			hc, err := c.Hijack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := []byte{'Q', 0, 0, 0, 4 + 7, 'C', 'O', 'M', 'M', 'I', 'T', 0, 'X', 0, 0, 0, 4}
+			if _, err := hc.Conn.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			hc.Conn.Close()
+			var bal int
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if err := connect(t, e.direct, pgx.QueryExecModeExec).QueryRow(t.Context(), "SELECT balance FROM accounts WHERE id = 1").Scan(&bal); err != nil {
+					t.Fatal(err)
+				}
+				if bal == 9 {
+					return
+				}
+			}
+			t.Fatalf("balance %d after COMMIT and Terminate in one write, want 9", bal)
+		})
+	}
+}

@@ -115,7 +115,13 @@ func (s *session) newPooledLooped() *looped {
 func (lp *looped) lendFor(typ byte, n, mark int) (relay, next bool) {
 	s, pl := lp.s, lp.pl
 	if typ == 'X' {
+		// What the client sent before it left goes upstream, as in
+		// session mode (clientGone): a COMMIT and then a Terminate, read
+		// at once, must commit.
 		s.terminated.Store(true)
+		if s.uw.Flush() == nil {
+			lp.deliver = true
+		}
 		lp.end()
 		return false, false
 	}
@@ -231,7 +237,7 @@ func (lp *looped) outsideDone(c *pool.Conn, err error) {
 	pl.outside = false
 	if lp.gone {
 		if c != nil {
-			s.srv.pool.Release(c, borrowed(c).r.idle())
+			s.srv.pool.ReleaseAsync(c, borrowed(c).r.idle())
 		}
 		if pl.endLater {
 			lp.release()
@@ -259,7 +265,7 @@ func (lp *looped) attach(c *pool.Conn) {
 	if lc.fd < 0 {
 		fd, err := rawFD(c.NetConn)
 		if err != nil {
-			go s.srv.pool.Release(c, false)
+			s.srv.pool.ReleaseAsync(c, false)
 			s.log.Warn("event loop: cannot relay a server connection", "err", err)
 			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: cannot relay the server connection: "+err.Error()))
 			lp.end()
@@ -284,6 +290,9 @@ func (lp *looped) releaseIfIdle() bool {
 	s := lp.s
 	if !s.gateSettled() {
 		return false
+	}
+	if lp.upstreamDown {
+		return false // a write to it failed: its end, read next, ends the session
 	}
 	s.stateMu.Lock()
 	if s.txStatus != 'I' || s.inflight != 0 || s.extOpen.Load() || s.pooled.broken || s.isClosed() {
@@ -324,11 +333,7 @@ func (lp *looped) finishRelease() {
 	pl.lent, pl.releasing, pl.cancelled = nil, false, false
 	lp.detach()
 	s.info.setBackendPID(0)
-	if reusable {
-		s.srv.pool.Release(c, true)
-		return
-	}
-	go s.srv.pool.Release(c, false) // it says goodbye to the server
+	s.srv.pool.ReleaseAsync(c, reusable) // a connection to close is closed off the loop
 }
 
 // detach forgets the lent connection's socket.
@@ -410,6 +415,11 @@ func (s *session) takeBackPooled(lp *looped) (over bool, handed *lending) {
 		handed = &lending{c: c, done: make(chan struct{})}
 		s.pooled.lent, s.pooled.cur, s.pooled.done = c, c, handed.done
 		s.upstream = c.NetConn
+		// The client reader writes what the loop could not send yet (and
+		// what s.uw holds) before anything else (pumpPooled): until then
+		// it is writing, and the upstream reader does not hand the
+		// connection back, whatever it reads meanwhile.
+		s.pooled.writing = true
 	}
 	s.stateMu.Unlock()
 	if s.isClosed() {

@@ -395,6 +395,9 @@ func (s *session) proxyPooled() {
 func (s *session) pumpPooled() error {
 	relayed := byteCount{counter: s.srv.metrics.bytesUpstream}
 	defer relayed.flush()
+	if err := s.flushHandedLending(); err != nil {
+		return err
+	}
 	if over, err := s.resumeFromLoop(); over {
 		return err
 	}
@@ -410,7 +413,15 @@ func (s *session) pumpPooled() error {
 			return err
 		}
 		if typ == 'X' {
+			// What the client sent before it left goes upstream (a COMMIT
+			// and then a Terminate, read at once, must commit).
 			s.terminated.Store(true)
+			s.beginWrite(typ)
+			var err error
+			if s.pooled.cur != nil {
+				err = s.uw.Flush()
+			}
+			s.endWrite(err != nil)
 			return nil
 		}
 		if !s.beginWrite(typ) {
@@ -438,6 +449,27 @@ func (s *session) pumpPooled() error {
 			return err
 		}
 	}
+}
+
+// flushHandedLending writes, for a lending an event loop handed over
+// (takeBackPooled, which marked the client reader writing), what the loop
+// could not send yet and what s.uw holds, then lets the upstream reader
+// hand the connection back: no byte of this client's may follow it to the
+// next borrower.
+func (s *session) flushHandedLending() error {
+	if s.uPending == nil {
+		return nil
+	}
+	err := flushPending(s.uPending)
+	if err == nil {
+		err = s.uw.Flush()
+	}
+	s.uPending = nil
+	s.endWrite(err != nil)
+	if err != nil {
+		return &writeError{upstream: true, err: err}
+	}
+	return nil
 }
 
 // beginWrite marks the start of sending a client message of type typ, and

@@ -108,6 +108,8 @@ func (c *fdConn) Read(p []byte) (int, error) {
 			return 0, os.ErrDeadlineExceeded // SO_RCVTIMEO passed
 		case err != nil:
 			return 0, c.opError("read", err)
+		case n == 0 && len(p) > 0 && c.isClosed():
+			return 0, net.ErrClosed // ended by Close (its shutdown), as a net.Conn's read is
 		case n == 0 && len(p) > 0:
 			return 0, io.EOF
 		}

@@ -303,6 +303,9 @@ func (s *session) exchangeSetup(c *pool.Conn, lc *lentConn, msgs []pgproto3.Fron
 			return s.setupFailed(c, err)
 		}
 	}
+	// Cleared before c can go back to the pool below: an fdConn's
+	// deadline is a socket timeout, which the next borrower would keep.
+	c.NetConn.SetDeadline(time.Time{})
 	for _, g := range groups {
 		switch {
 		case g.query && g.failed != nil:

@@ -153,13 +153,22 @@ func (p *Pool) DialSlot(ctx context.Context, key Key) (*Conn, error) {
 	return p.dial(ctx, key)
 }
 
+// ReleaseAsync is Release for a caller that must not block: a connection
+// to be closed (not reusable, past Lifetime, or the pool closed) is closed
+// on a goroutine of its own, as closing it says goodbye to the server.
+func (p *Pool) ReleaseAsync(c *Conn, reusable bool) {
+	if closing := p.release(c, reusable); closing {
+		go c.close()
+	}
+}
+
 // Forgo gives back what a Grant gave and the caller no longer wants: the
 // connection, unused, goes to the next waiter or the idle stack, the slot
-// to the next waiter or the pool.
+// to the next waiter or the pool. It does not block.
 func (p *Pool) Forgo(key Key, g Grant) {
 	switch {
 	case g.Conn != nil:
-		p.Release(g.Conn, true)
+		p.ReleaseAsync(g.Conn, true)
 	case g.Dial:
 		p.mu.Lock()
 		p.freeSlot(p.keys[key])

@@ -261,6 +261,13 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 // freed, so that a waiter can dial a new one; otherwise the first waiter
 // gets it, or it goes idle. Releasing a connection that is not lent panics.
 func (p *Pool) Release(c *Conn, reusable bool) {
+	if closing := p.release(c, reusable); closing {
+		c.close()
+	}
+}
+
+// release takes c back, and reports whether the caller must close it.
+func (p *Pool) release(c *Conn, reusable bool) (closing bool) {
 	now := time.Now()
 	p.mu.Lock()
 	if c.pool != p || !c.lent {
@@ -273,12 +280,12 @@ func (p *Pool) Release(c *Conn, reusable bool) {
 		kp.stats.closes++
 		p.freeSlot(kp)
 		p.mu.Unlock()
-		c.close()
-		return
+		return true
 	}
 	c.Returned = now
 	p.putBack(kp, c)
 	p.mu.Unlock()
+	return false
 }
 
 // putBack lends c to the first waiter or makes it idle. Called with p.mu
