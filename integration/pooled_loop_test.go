@@ -32,6 +32,13 @@ type pooledLoopEnv struct {
 
 func newPooledLoopEnv(t *testing.T, size int) *pooledLoopEnv {
 	t.Helper()
+	return newPooledLoopEnvTLS(t, size, pgwire.UpstreamTLSDisable)
+}
+
+// newPooledLoopEnvTLS is newPooledLoopEnv with the pool's connections
+// over TLS as upstream says (the harness's server has ssl=on).
+func newPooledLoopEnvTLS(t *testing.T, size int, upstream pgwire.UpstreamTLS) *pooledLoopEnv {
+	t.Helper()
 	pg := harness.Postgres(t)
 	db := harness.CreateDB(t, pg)
 	e := &pooledLoopEnv{direct: pg.DSN(pgcluster.Superuser, db), reg: prometheus.NewRegistry()}
@@ -41,7 +48,7 @@ func newPooledLoopEnv(t *testing.T, size int) *pooledLoopEnv {
 	); err != nil {
 		t.Fatal(err)
 	}
-	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Metrics: e.reg,
+	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Metrics: e.reg, UpstreamTLS: upstream,
 		Pool: &pgwire.PoolConfig{Size: size, AuthMethod: clientauth.Trust}})
 	e.app = e.proxy.DSN(pgcluster.Superuser, "", db)
 	return e
@@ -250,5 +257,31 @@ func TestPooledCommitSentWithTheTerminateCommits(t *testing.T) {
 			}
 			t.Fatalf("balance %d after COMMIT and Terminate in one write, want 9", bal)
 		})
+	}
+}
+
+// TestPooledSessionLentATLSConnectionLeavesTheLoop: with the pool's server
+// connections over TLS (upstream_tls prefer against a server with ssl on),
+// which the ring cannot relay, each client leaves the loop at its first
+// lending, with it, and is served by the goroutine relay.
+func TestPooledSessionLentATLSConnectionLeavesTheLoop(t *testing.T) {
+	e := newPooledLoopEnvTLS(t, 1, pgwire.UpstreamTLSPrefer)
+	const clients = 3
+	for i := range clients {
+		c := connect(t, e.app, pgx.QueryExecModeExec)
+		mustExec(t, c, "BEGIN")
+		mustExec(t, c, "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+		mustExec(t, c, "COMMIT")
+		var ssl bool
+		if err := c.QueryRow(t.Context(), "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+			t.Fatalf("client %d: the lent connection is not over TLS (%v, %v)", i, ssl, err)
+		}
+	}
+	var bal int
+	if err := connect(t, e.direct, pgx.QueryExecModeExec).QueryRow(t.Context(), "SELECT balance FROM accounts WHERE id = 1").Scan(&bal); err != nil || bal != clients {
+		t.Fatalf("balance %d, %v; want %d", bal, err, clients)
+	}
+	if n := e.counter(t, "fenceproxy_event_loop_leaves_total", "reason", "upstream_tls"); n != clients {
+		t.Errorf("leaves for a lent connection over TLS: %v, want %d", n, clients)
 	}
 }

@@ -39,10 +39,11 @@
 // maps to the session and reaches the backend lent to it at that moment.
 // gate's Config.Pooled decides what such a session may run. A pooled
 // session is relayed by the io_uring event loop where a session-mode one
-// would be, with plain TCP to the server too (loop_pooled_linux.go: it
-// waits for a connection in the pool's queue without a goroutine, and
-// uses the lent connection's socket as it is); otherwise by the goroutine
-// relay, one upstream reader for the session's life. docs/design.md
+// would be (loop_pooled_linux.go: it waits for a connection in the pool's
+// queue without a goroutine, and uses the lent connection's socket as it
+// is, out of Go's poller: pooled_fdconn_linux.go), until it is lent a
+// connection over TLS; otherwise by the goroutine relay, one upstream
+// reader for the session's life. docs/design.md
 // "Transaction pooling" has the rules.
 //
 // # Limits

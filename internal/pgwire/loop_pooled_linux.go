@@ -55,8 +55,8 @@ type loopLending struct {
 func (pl *loopLending) paused() bool { return pl.waiting || pl.releasing }
 
 // relayPooledInLoop hands a pooled session, past login, to an io_uring
-// event loop when its client is plain TCP and so are its server
-// connections, and waits until the loop lets go of it. over reports the
+// event loop when its client is plain TCP, and waits until the loop lets
+// go of it (a session lent a connection over TLS leaves the loop with it). over reports the
 // session is over; otherwise the goroutine relay goes on, with handed,
 // when set, the lending in progress.
 func (s *session) relayPooledInLoop() (over bool, handed *lending) {
@@ -79,7 +79,7 @@ func (s *session) relayPooledInLoop() (over bool, handed *lending) {
 // newPooledLooped returns a pooled session's state for a ring loop, with a
 // duplicate of its client socket, or nil when no ring loop can relay it.
 func (s *session) newPooledLooped() *looped {
-	if !s.cfg.eventLoop() || s.cfg.EpollLoop || (s.cfg.UpstreamTLS != "" && s.cfg.UpstreamTLS != UpstreamTLSDisable) {
+	if !s.cfg.eventLoop() || s.cfg.EpollLoop {
 		return nil
 	}
 	l, err := pickLoop(false)
@@ -259,25 +259,28 @@ func (lp *looped) outsideDone(c *pool.Conn, err error) {
 }
 
 // attach lends c to the session: the ring reads and writes its socket.
+// A connection over TLS (upstream_tls prefer or stricter) the ring cannot
+// relay: the session leaves the loop with it, for the goroutine relay.
 func (lp *looped) attach(c *pool.Conn) {
 	s, pl := lp.s, lp.pl
 	lc := borrowed(c)
 	if lc.fd < 0 {
 		fd, err := rawFD(c.NetConn)
 		if err != nil {
-			s.srv.pool.ReleaseAsync(c, false)
-			s.log.Warn("event loop: cannot relay a server connection", "err", err)
-			s.sendClient(fatal(codeConnectionFailure, "fenceproxy: cannot relay the server connection: "+err.Error()))
-			lp.end()
-			return
+			lc.fd = -2 // not to be asked again
+		} else {
+			lc.fd = fd
 		}
-		lc.fd = fd
 	}
 	pl.lent, pl.waiting = c, false
 	s.stateMu.Lock()
 	s.pooled.lent, s.pooled.cur, s.pooled.broken = c, c, false
 	s.stateMu.Unlock()
 	s.info.setBackendPID(c.PID)
+	if lc.fd < 0 {
+		lp.handOver(leaveUpstreamTLS, 0, 0)
+		return
+	}
 	lp.ufd, lp.usrc.fd, lp.usink.fd = lc.fd, lc.fd, lc.fd
 	lp.usrc.rx.fd, lp.usink.tx.fd = lc.fd, lc.fd
 }

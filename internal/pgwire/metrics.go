@@ -46,6 +46,7 @@ const (
 	leaveLargeMessage = "large_message"
 	leaveLongText     = "long_text"
 	leaveSlowMessage  = "slow_message"
+	leaveUpstreamTLS  = "upstream_tls" // transaction pool mode: a lent connection over TLS
 )
 
 // fenceCodes are the SQLSTATEs counted by name in
@@ -62,7 +63,7 @@ var fenceCodes = map[string]bool{
 var (
 	failReasons = []string{failUpstreamConnect, failUpstreamLost, failTooMany, failProtocol, failReplication, failPoolWait}
 	relayNames  = []string{relayLoop, relayGoroutines}
-	leaveNames  = []string{leaveLargeMessage, leaveLongText, leaveSlowMessage}
+	leaveNames  = []string{leaveLargeMessage, leaveLongText, leaveSlowMessage, leaveUpstreamTLS}
 )
 
 // Histogram buckets, in seconds. A check is a round trip to PostgreSQL

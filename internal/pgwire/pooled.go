@@ -98,7 +98,8 @@ type lentConn struct {
 	// settings is settingsKey of the connection's Params; "" when they
 	// changed since it was taken.
 	settings string
-	// fd is NetConn's socket, for an event loop (-1: not looked up yet).
+	// fd is NetConn's socket, for an event loop (-1: not looked up yet;
+	// -2: none the ring can relay, a TLS connection).
 	// Not a duplicate: the connection stays the pool's, and the loop
 	// never has an operation on it once it is released.
 	fd int

@@ -27,7 +27,7 @@ import (
 // loopDial wraps dial so that the plain TCP connections it opens are
 // fdConns, when io_uring loops relay pooled sessions.
 func loopDial(cfg *Config, dial pool.DialFunc) pool.DialFunc {
-	if !cfg.eventLoop() || cfg.EpollLoop || (cfg.UpstreamTLS != "" && cfg.UpstreamTLS != UpstreamTLSDisable) {
+	if !cfg.eventLoop() || cfg.EpollLoop {
 		return dial
 	}
 	return func(ctx context.Context, k pool.Key) (*pool.Conn, error) {
@@ -40,7 +40,7 @@ func loopDial(cfg *Config, dial pool.DialFunc) pool.DialFunc {
 		}
 		fc, err := newFDConn(c.NetConn)
 		if err != nil {
-			return c, nil // relayed by the goroutine relay
+			return c, nil // over TLS: relayed by the goroutine relay
 		}
 		c.NetConn = fc
 		return c, nil
