@@ -9,10 +9,9 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pool"
 )
 
-// asyncWaiter records what AcquireAsync's callback was given, and when.
+// asyncWaiter records what AcquireAsync's callback was given.
 type asyncWaiter struct {
-	got  chan pool.Grant
-	when time.Time
+	got chan pool.Grant
 }
 
 func queueAsync(t *testing.T, p *pool.Pool) (*asyncWaiter, *pool.Ticket) {
