@@ -1,6 +1,10 @@
 package gate
 
-import "strings"
+import (
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+)
 
 // settings are the server's session settings that change how PostgreSQL
 // reads query text, as the server last reported them in ParameterStatus
@@ -10,6 +14,7 @@ type settings struct {
 	scsOff   bool   // standard_conforming_strings is not "on": '\' escapes in '…'
 	encoding string // client_encoding, upper case
 	version  string // server_version
+	fold     bool   // server_encoding is single-byte (foldsNames)
 }
 
 // riskyEncodings are the client encodings whose multibyte characters may
@@ -31,7 +36,52 @@ func (c *settings) param(name, value string) {
 		c.encoding = strings.ToUpper(value)
 	case "server_version":
 		c.version = value
+	case "server_encoding":
+		c.fold = foldsNames(value)
 	}
+}
+
+// foldsNames reports whether PostgreSQL, with server encoding e, folds a
+// non-ASCII letter of an unquoted name with its locale's tolower
+// (scansup.c, downcase_identifier: only in single-byte encodings, SQL_ASCII
+// among them). That may make it an ASCII letter, which PostgreSQL's own
+// parser, and so the proxy's, never does: in LATIN5 under a Turkish locale
+// "set_conf\xDDg" (İ) calls set_config, and "pg_adv\xDDsory_lock" takes a
+// session advisory lock.
+func foldsNames(e string) bool {
+	switch strings.ToUpper(e) {
+	case "UTF8", "EUC_JP", "EUC_CN", "EUC_KR", "EUC_TW", "EUC_JIS_2004", "MULE_INTERNAL":
+		return false
+	}
+	return true
+}
+
+// foldableName reports whether sql holds an unquoted name with a byte
+// ≥ 0x80 (one a single-byte server may fold to ASCII), or cannot be
+// scanned to tell.
+func foldableName(sql string) bool {
+	if !hasHighByte(sql) {
+		return false
+	}
+	toks, err := scanTokens(sql)
+	if err != nil {
+		return true
+	}
+	for _, t := range toks {
+		if t.kind == pg_query.Token_IDENT && sql[t.start] != '"' && hasHighByte(sql[t.start:t.end]) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasHighByte(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // unsafe returns why sql may not be lexed by the proxy exactly as the
@@ -43,12 +93,11 @@ func (c *settings) unsafe(sql string) string {
 	if c.scsOff && strings.IndexByte(sql, '\\') >= 0 {
 		return "standard_conforming_strings is off and the text contains a backslash, which the server may read as an escape inside a string; set standard_conforming_strings = on (the default since PostgreSQL 9.1)"
 	}
-	if riskyEncodings[c.encoding] {
-		for i := 0; i < len(sql); i++ {
-			if sql[i] >= 0x80 {
-				return "client_encoding is " + c.encoding + ", whose multibyte characters may contain the bytes of a quote or a backslash; use client_encoding UTF8"
-			}
-		}
+	if riskyEncodings[c.encoding] && hasHighByte(sql) {
+		return "client_encoding is " + c.encoding + ", whose multibyte characters may contain the bytes of a quote or a backslash; use client_encoding UTF8"
+	}
+	if c.fold && foldableName(sql) {
+		return "the server's encoding is single-byte, and the server's locale may fold a non-ASCII letter of an unquoted name to an ASCII one (a Turkish locale folds the dotted capital I to i), which the proxy cannot know; quote the name, or use a UTF8 database"
 	}
 	return ""
 }
