@@ -45,11 +45,15 @@ type loopLending struct {
 	waiting   bool       // a connection is being acquired: the client is not read
 	keep      bool       // the message waiting replaces the unnamed statement
 	ticket    *pool.Ticket
-	granted   func(pool.Grant) // for AcquireAsync: keeps the grant and posts onGrant
-	grant     pool.Grant       // what the pool gave a queued acquire
-	onGrant   func()
-	outside   bool // a goroutine dials or sets up a connection for the session
-	endLater  bool // the session ended while outside: let it go when that is done
+	// The session's upstream reader and writer between lendings: they
+	// hold nothing (a lending brings the connection's, loopIO).
+	idleR    *reader
+	idleW    *bufio.Writer
+	granted  func(pool.Grant) // for AcquireAsync: keeps the grant and posts onGrant
+	grant    pool.Grant       // what the pool gave a queued acquire
+	onGrant  func()
+	outside  bool // a goroutine dials or sets up a connection for the session
+	endLater bool // the session ended while outside: let it go when that is done
 }
 
 func (pl *loopLending) paused() bool { return pl.waiting || pl.releasing }
@@ -66,10 +70,9 @@ func (s *session) relayPooledInLoop() (over bool, handed *lending) {
 		return false, nil
 	}
 	s.srv.metrics.relays.WithLabelValues(relayLoop).Inc()
-	// The upstream reader and writer were the login connection's: the
-	// loop's are the session's own, on whichever connection is lent.
-	s.ur = newReader(lp.usrc)
-	s.uw = bufio.NewWriterSize(toUpstream(lp.usink), ioBufferSize)
+	// The upstream reader and writer were the login connection's; between
+	// lendings they are placeholders that hold nothing (attach).
+	s.ur, s.uw = lp.pl.idleR, lp.pl.idleW
 	if !s.runInLoop(lp) {
 		return true, nil
 	}
@@ -100,6 +103,8 @@ func (s *session) newPooledLooped() *looped {
 	// Made once: a wait costs no allocation of a closure. The pool calls
 	// granted once per wait, and post orders the write of grant before
 	// onGrant reads it.
+	lp.pl.idleR = &reader{src: lp.usrc}
+	lp.pl.idleW = bufio.NewWriterSize(toUpstream(lp.usink), 16)
 	lp.pl.onGrant = lp.onGrant
 	lp.pl.granted = func(g pool.Grant) {
 		lp.pl.grant = g
@@ -277,8 +282,16 @@ func (lp *looped) attach(c *pool.Conn) {
 	s.pooled.lent, s.pooled.cur, s.pooled.broken = c, c, false
 	s.stateMu.Unlock()
 	s.info.setBackendPID(c.PID)
+	if lc.lio == nil {
+		lc.lio = &loopIO{r: newReader(nil), w: bufio.NewWriterSize(nil, ioBufferSize), rx: make([]byte, ringRecvSize)}
+	}
+	lio := lc.lio
+	lio.r.src = lp.usrc
+	lio.w.Reset(toUpstream(lp.usink))
+	lp.usrc.rx.buf = lio.rx
+	s.ur, s.uw = lio.r, lio.w
 	if lc.fd < 0 {
-		lp.handOver(leaveUpstreamTLS, 0, 0)
+		lp.handOver(leaveUpstreamTLS, 0, 0) // the goroutine relay reads and writes it through lio
 		return
 	}
 	lp.ufd, lp.usrc.fd, lp.usink.fd = lc.fd, lc.fd, lc.fd
@@ -343,9 +356,10 @@ func (lp *looped) finishRelease() {
 func (lp *looped) detach() {
 	rx, tx := lp.usrc.rx, lp.usink.tx
 	lp.ufd, lp.usrc.fd, lp.usink.fd = -1, -1, -1
-	rx.fd, rx.r, rx.w, rx.err = -1, 0, 0, nil
+	rx.fd, rx.r, rx.w, rx.err, rx.buf = -1, 0, 0, nil, nil
 	tx.fd, tx.err, tx.flight, tx.more = -1, nil, tx.flight[:0], tx.more[:0]
 	lp.s.ur.reset()
+	lp.s.ur, lp.s.uw = lp.pl.idleR, lp.pl.idleW
 }
 
 // cancelDone wakes a session whose release waited for a cancel being

@@ -259,7 +259,10 @@ func (lp *looped) adoptRing() {
 	lp.id = l.nextID
 	l.sessions[lp.id] = lp
 	lp.csrc.rx = &ringRecv{lp: lp, op: opClientRecv, fd: lp.cfd, buf: make([]byte, ringRecvSize)}
-	lp.usrc.rx = &ringRecv{lp: lp, op: opUpstreamRecv, fd: lp.ufd, buf: make([]byte, ringRecvSize)}
+	lp.usrc.rx = &ringRecv{lp: lp, op: opUpstreamRecv, fd: lp.ufd}
+	if lp.pl == nil {
+		lp.usrc.rx.buf = make([]byte, ringRecvSize) // a pooled session's comes with each lending (attach)
+	}
 	lp.csink.tx = &ringSend{lp: lp, op: opClientSend, fd: lp.cfd}
 	lp.usink.tx = &ringSend{lp: lp, op: opUpstreamSend, fd: lp.ufd}
 	lp.csrc.rx.arm()

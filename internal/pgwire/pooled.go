@@ -103,6 +103,20 @@ type lentConn struct {
 	// Not a duplicate: the connection stays the pool's, and the loop
 	// never has an operation on it once it is released.
 	fd int
+	// lio is what an event loop relays the connection with (made at its
+	// first lending in a loop).
+	lio *loopIO
+}
+
+// loopIO is a lent connection's reader, writer and receive buffer in an
+// event loop, kept with the connection rather than the session: a pool's
+// few connections hold them, not its many clients (a pooled client in a
+// loop holds only its own side's buffers). They hold nothing between
+// lendings.
+type loopIO struct {
+	r  *reader
+	w  *bufio.Writer
+	rx []byte
 }
 
 func borrowed(c *pool.Conn) *lentConn {
