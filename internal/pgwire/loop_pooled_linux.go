@@ -10,10 +10,12 @@ package pgwire
 //   - a client message that needs the server, when none is lent, is read
 //     again once one is: the pool answers at once (an idle connection) or
 //     calls back (pool.AcquireAsync); meanwhile the client's messages are
-//     only buffered (watchClient), and a client that leaves is dropped from
-//     the queue with nothing it sent run; dialling a connection, or a setup that must talk to the
-//     server (pooled_setup.go), runs on a goroutine of its own while the
-//     session waits;
+//     only buffered (watchClient), and a client that leaves is dropped
+//     from the queue with nothing it sent run; dialling a connection, or a
+//     setup that must talk to the server (pooled_setup.go), runs on a
+//     goroutine of its own while the session waits;
+//   - a lent connection brings its reader, writer and receive buffer
+//     (loopIO), and its socket is out of Go's poller (fdConn);
 //   - after the ReadyForQuery that leaves the session idle, the connection
 //     goes back to the pool before the client's output is flushed, once
 //     the ring has no operation on its socket (receives are queued only
@@ -24,8 +26,9 @@ package pgwire
 //     releasing it as not reusable, after its operations are cancelled.
 //
 // A pooled session leaves the loop for the goroutine relay as a
-// session-mode one does (a large message, a long text, a slow step), with
-// its lending, if any, handed to relayLendings.
+// session-mode one does (a large message, a long text, a slow step), and
+// when it is lent a connection over TLS, with its lending, if any, handed
+// to relayLendings.
 
 import (
 	"bufio"
