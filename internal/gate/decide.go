@@ -186,7 +186,7 @@ func (s *Session) analyze(sql string) analysis {
 // analyzeKnown is analyze with mayMatter(sql) already known.
 func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 	textMatters := matters
-	if !matters && s.settings.fold && hasHighByte(sql) {
+	if !matters && s.settings.fold && !isASCII(sql) {
 		matters = true // a folded name may be any word (settings.unsafe)
 	}
 	if s.cfg.Pooled && !matters {

@@ -60,7 +60,7 @@ func foldsNames(e string) bool {
 // ≥ 0x80 (one a single-byte server may fold to ASCII), or cannot be
 // scanned to tell.
 func foldableName(sql string) bool {
-	if !hasHighByte(sql) {
+	if isASCII(sql) {
 		return false
 	}
 	toks, err := scanTokens(sql)
@@ -68,16 +68,7 @@ func foldableName(sql string) bool {
 		return true
 	}
 	for _, t := range toks {
-		if t.kind == pg_query.Token_IDENT && sql[t.start] != '"' && hasHighByte(sql[t.start:t.end]) {
-			return true
-		}
-	}
-	return false
-}
-
-func hasHighByte(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
+		if t.kind == pg_query.Token_IDENT && sql[t.start] != '"' && !isASCII(sql[t.start:t.end]) {
 			return true
 		}
 	}
@@ -93,7 +84,7 @@ func (c *settings) unsafe(sql string) string {
 	if c.scsOff && strings.IndexByte(sql, '\\') >= 0 {
 		return "standard_conforming_strings is off and the text contains a backslash, which the server may read as an escape inside a string; set standard_conforming_strings = on (the default since PostgreSQL 9.1)"
 	}
-	if riskyEncodings[c.encoding] && hasHighByte(sql) {
+	if riskyEncodings[c.encoding] && !isASCII(sql) {
 		return "client_encoding is " + c.encoding + ", whose multibyte characters may contain the bytes of a quote or a backslash; use client_encoding UTF8"
 	}
 	if c.fold && foldableName(sql) {
