@@ -383,6 +383,12 @@ func (s *session) newLooped() *looped {
 		closeFD(ufd)
 		return nil
 	}
+	return s.loopedOn(l, cfd, ufd)
+}
+
+// loopedOn returns the session's state for loop l on sockets cfd and ufd
+// (-1: none yet, a pooled session's).
+func (s *session) loopedOn(l *eventLoop, cfd, ufd int) *looped {
 	return &looped{loop: l, s: s, cfd: cfd, ufd: ufd,
 		csrc: &fdSource{fd: cfd}, usrc: &fdSource{fd: ufd},
 		csink: &fdSink{fd: cfd}, usink: &fdSink{fd: ufd},
@@ -710,17 +716,23 @@ func (lp *looped) closeSockets() {
 		lp.closePooled()
 		return
 	}
-	if pending := lp.usink.pending; lp.deliver && len(pending) > 0 {
-		go finishWrite(lp.ufd, pending)
+	if lp.deliver {
+		closeWriting(lp.ufd, lp.usink.pending)
 	} else {
 		closeFD(lp.ufd)
 	}
-	if pending := lp.csink.pending; len(pending) > 0 {
-		go finishWrite(lp.cfd, pending)
-	} else {
-		closeFD(lp.cfd)
-	}
+	closeWriting(lp.cfd, lp.csink.pending)
 	lp.release()
+}
+
+// closeWriting closes fd, after pending is written to it (finishWrite, on
+// a goroutine of its own) when there is any.
+func closeWriting(fd int, pending []byte) {
+	if len(pending) > 0 {
+		go finishWrite(fd, pending)
+		return
+	}
+	closeFD(fd)
 }
 
 // handOver gives the session back to the goroutine relay (takeBack), with

@@ -63,9 +63,9 @@ func (pl *loopLending) paused() bool { return pl.waiting || pl.releasing }
 
 // relayPooledInLoop hands a pooled session, past login, to an io_uring
 // event loop when its client is plain TCP, and waits until the loop lets
-// go of it (a session lent a connection over TLS leaves the loop with it). over reports the
-// session is over; otherwise the goroutine relay goes on, with handed,
-// when set, the lending in progress.
+// go of it (a session lent a connection over TLS leaves the loop with
+// it). over reports the session is over; otherwise the goroutine relay
+// goes on, with handed, when set, the lending in progress.
 func (s *session) relayPooledInLoop() (over bool, handed *lending) {
 	lp := s.newPooledLooped()
 	if lp == nil {
@@ -82,32 +82,36 @@ func (s *session) relayPooledInLoop() (over bool, handed *lending) {
 	return s.takeBackPooled(lp)
 }
 
+// pooledRing returns a ring loop to relay a pooled session, or nil when
+// none does: relay goroutines or epoll, or no io_uring.
+func pooledRing(cfg *Config) *eventLoop {
+	if !cfg.eventLoop() || cfg.EpollLoop {
+		return nil
+	}
+	if l, err := pickLoop(false); err == nil && l.ring != nil {
+		return l
+	}
+	return nil
+}
+
 // newPooledLooped returns a pooled session's state for a ring loop, with a
 // duplicate of its client socket, or nil when no ring loop can relay it.
 func (s *session) newPooledLooped() *looped {
-	if !s.cfg.eventLoop() || s.cfg.EpollLoop {
-		return nil
-	}
-	l, err := pickLoop(false)
-	if err != nil || l.ring == nil {
+	l := pooledRing(s.cfg)
+	if l == nil {
 		return nil
 	}
 	cfd, err := dupFD(s.client)
 	if err != nil {
 		return nil
 	}
-	lp := &looped{loop: l, s: s, cfd: cfd, ufd: -1,
-		csrc: &fdSource{fd: cfd}, usrc: &fdSource{fd: -1},
-		csink: &fdSink{fd: cfd}, usink: &fdSink{fd: -1},
-		crelay: byteCount{counter: s.srv.metrics.bytesUpstream},
-		urelay: byteCount{counter: s.srv.metrics.bytesToClient},
-		done:   make(chan struct{}),
-		pl:     &loopLending{}}
+	lp := s.loopedOn(l, cfd, -1)
+	lp.pl = &loopLending{}
+	lp.pl.idleR = &reader{src: lp.usrc}
+	lp.pl.idleW = bufio.NewWriterSize(toUpstream(lp.usink), 16)
 	// Made once: a wait costs no allocation of a closure. The pool calls
 	// granted once per wait, and post orders the write of grant before
 	// onGrant reads it.
-	lp.pl.idleR = &reader{src: lp.usrc}
-	lp.pl.idleW = bufio.NewWriterSize(toUpstream(lp.usink), 16)
 	lp.pl.onGrant = lp.onGrant
 	lp.pl.granted = func(g pool.Grant) {
 		lp.pl.grant = g
@@ -209,33 +213,36 @@ func (lp *looped) take(g pool.Grant) {
 		s.sendClient(s.acquireFailed(g.Err))
 		lp.end()
 	case g.Dial:
-		pl.outside = true
 		keep := pl.keep
-		go func() {
+		lp.runOutside(func() (*pool.Conn, error) {
 			c, err := s.srv.pool.DialSlot(s.pooled.ctx, s.pooled.key)
-			if err == nil {
-				if err = s.runSetup(c, s.planSetup(c, keep), false); err != nil {
-					c = nil // released by runSetup
-				}
+			if err != nil {
+				return nil, err
 			}
-			lp.post(func() { lp.outsideDone(c, err) })
-		}()
+			return c, s.runSetup(c, s.planSetup(c, keep), false)
+		})
 	default:
 		plan := s.planSetup(g.Conn, pl.keep)
 		if len(plan.msgs) == 0 {
 			lp.attach(g.Conn)
 			return
 		}
-		pl.outside = true
-		go func() {
-			c := g.Conn
-			err := s.runSetup(c, plan, false)
-			if err != nil {
-				c = nil
-			}
-			lp.post(func() { lp.outsideDone(c, err) })
-		}()
+		lp.runOutside(func() (*pool.Conn, error) { return g.Conn, s.runSetup(g.Conn, plan, false) })
 	}
+}
+
+// runOutside runs get (a dial, a setup that talks to the server) on a
+// goroutine of its own while the session waits; outsideDone takes the
+// connection it gives, or its error (the connection then released).
+func (lp *looped) runOutside(get func() (*pool.Conn, error)) {
+	lp.pl.outside = true
+	go func() {
+		c, err := get()
+		if err != nil {
+			c = nil
+		}
+		lp.post(func() { lp.outsideDone(c, err) })
+	}()
 }
 
 // outsideDone takes the connection a goroutine dialled or set up for the
@@ -401,11 +408,7 @@ func (lp *looped) closePooled() {
 		s.srv.pool.CancelWait(pl.ticket)
 		pl.ticket = nil
 	}
-	if pending := lp.csink.pending; len(pending) > 0 {
-		go finishWrite(lp.cfd, pending)
-	} else {
-		closeFD(lp.cfd)
-	}
+	closeWriting(lp.cfd, lp.csink.pending)
 	if pl.outside {
 		pl.endLater = true // outsideDone lets the session go
 		return

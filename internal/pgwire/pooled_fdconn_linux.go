@@ -28,14 +28,14 @@ import (
 // fdConns, when io_uring loops relay pooled sessions.
 func loopDial(cfg *Config, dial pool.DialFunc) pool.DialFunc {
 	if !cfg.eventLoop() || cfg.EpollLoop {
-		return dial
+		return dial // no loop relays pooled sessions: spare pooledRing's loops
 	}
 	return func(ctx context.Context, k pool.Key) (*pool.Conn, error) {
 		c, err := dial(ctx, k)
 		if err != nil {
 			return nil, err
 		}
-		if l, err := pickLoop(false); err != nil || l.ring == nil {
+		if pooledRing(cfg) == nil {
 			return c, nil
 		}
 		fc, err := newFDConn(c.NetConn)
