@@ -180,7 +180,7 @@ type analysis struct {
 // token and has no require_token table, a text that cannot be read safely is
 // forwarded, and a probe after it asks the server whether it set a token.
 func (s *Session) analyze(sql string) analysis {
-	return s.analyzeKnown(sql, mayMatter(sql))
+	return s.analyzeKnown(sql, s.memo.mayMatter(sql))
 }
 
 // analyzeKnown is analyze with mayMatter(sql) already known.

@@ -156,7 +156,7 @@ func (s *Session) serverName(name string) Decision {
 // Config.Pooled; ok false when there is none. Only meaningful while
 // Settled.
 func (s *Session) PooledStatement(name string) (server string, ok bool) {
-	p := s.reg.confirmed[regKey{name: name}]
+	p := s.reg.statement(name)
 	if p == nil || p.server == "" || p.st != nil {
 		return "", false
 	}
@@ -169,9 +169,9 @@ func (s *Session) PooledStatement(name string) (server string, ok bool) {
 // prepares them again on a server connection that lacks them. Only
 // meaningful while Settled.
 func (s *Session) PooledStatements(f func(name, server string)) {
-	for k, p := range s.reg.confirmed {
-		if !k.portal && p.server != "" && p.st == nil {
-			f(k.name, p.server)
+	for name, p := range s.reg.confirmed[0] {
+		if p.server != "" && p.st == nil {
+			f(name, p.server)
 		}
 	}
 }
@@ -253,7 +253,7 @@ func (s *Session) execute(portal string) Decision {
 		before = s.inject(s.decide(known, known))
 		// Code the proxy could not see ran since p was confirmed, or
 		// p's text cannot be read: p may be a COPY … FROM STDIN.
-		s.unit.copyIn = s.unit.copyIn || p.opaque || known.Opaque && mayCopyIn(p.text, nil)
+		s.unit.copyIn = s.unit.copyIn || p.opaque || known.Opaque && s.memo.mayCopyInText(p.text)
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		s.byName = portal != "" || p.named
@@ -273,7 +273,7 @@ func (s *Session) execute(portal string) Decision {
 		// without fencing): it may still start COPY-in mode, in which the
 		// server ignores the client's Sync and would take a probe sent
 		// after it for copy data (see endUnit).
-		s.unit.copyIn = s.unit.copyIn || mayCopyIn(p.text, nil)
+		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyInText(p.text)
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}
@@ -344,12 +344,12 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 		}
 		return s.cannotAnalyse(&refLexChanged)
 	}
-	if p.lexUnseen && !s.fencingPossible() && lexRisky(p.text) && p.mayMatter() {
+	if p.lexUnseen && !s.fencingPossible() && lexRisky(p.text) && p.mayMatter(&s.memo) {
 		// See lexUnseen: in a session without fencing it passes, and a
 		// probe follows it.
 		return s.cannotAnalyse(&refLexChanged)
 	}
-	return s.analyzeKnown(p.text, p.mayMatter())
+	return s.analyzeKnown(p.text, p.mayMatter(&s.memo))
 }
 
 // unreadableAsOpaque reports whether a statement prepared by Parse, which

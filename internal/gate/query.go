@@ -33,7 +33,7 @@ func (s *Session) query(sql string) Decision {
 		return s.waitQuery() // see lexUnseen
 	}
 	var an analysis
-	if unseen && !s.fencingPossible() && lexRisky(sql) && mayMatter(sql) {
+	if unseen && !s.fencingPossible() && lexRisky(sql) && s.memo.mayMatter(sql) {
 		// Code the text did not show may have changed how the server reads
 		// this text (see lexUnseen): in a session without fencing it
 		// passes, and a probe follows it.
@@ -50,13 +50,10 @@ func (s *Session) query(sql string) Decision {
 			return d
 		}
 	}
-	// A Query drops the unnamed statement and portal (postgres.c
-	// exec_simple_query).
-	unnamed := []regOp{{key: regKey{}}, {key: regKey{portal: true}}}
-	for _, op := range unnamed {
+	for _, op := range dropUnnamed {
 		s.reg.send(op)
 	}
-	sl := slot{kind: slotQuery, ops: unnamed}
+	sl := slot{kind: slotQuery, ops: dropUnnamed}
 	var out []byte
 	switch {
 	case an.refuse != nil:
@@ -72,7 +69,7 @@ func (s *Session) query(sql string) Decision {
 		// COPY-in mode. A text the gate did not read (it could not matter,
 		// or could not be read in a session without fencing) counts when
 		// it holds the words.
-		s.unit.copyIn = s.unit.copyIn || mayCopyIn(sql, an.a)
+		s.unit.copyIn = s.unit.copyIn || an.a != nil && mayCopyIn(sql, an.a) || an.a == nil && s.memo.mayCopyInText(sql)
 	}
 	after := s.endUnit(sl)
 	if out == nil {
@@ -81,12 +78,17 @@ func (s *Session) query(sql string) Decision {
 	return Decision{Replace: &pgproto3.Query{String: string(out)}, After: after}
 }
 
+// dropUnnamed is what a Query does to the registry: it drops the unnamed
+// statement and portal (postgres.c exec_simple_query). Shared by every
+// Query's slot, and never changed.
+var dropUnnamed = []regOp{{key: regKey{}}, {key: regKey{portal: true}}}
+
 // waitQuery holds a Query back until every reply to what was sent has
 // arrived. A unit the Query itself began is begun again when it is asked
 // again, from the server's answers.
 func (s *Session) waitQuery() Decision {
 	if !s.extOpen {
-		s.unit = unitState{}
+		s.resetUnit()
 	}
 	return Decision{Wait: true}
 }
@@ -363,11 +365,10 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 		// that transaction's history (PreventInTransactionBlock refuses it
 		// after an Execute, not after a Parse alone). The session may hold
 		// a token: refuse, as the proxy cannot tell in time.
-		unnamed := []regOp{{key: regKey{}}, {key: regKey{portal: true}}}
-		for _, op := range unnamed {
+		for _, op := range dropUnnamed {
 			s.reg.send(op)
 		}
-		return s.refuseQuery(refCannotFenceOpen(st.Text), unnamed), true
+		return s.refuseQuery(refCannotFenceOpen(st.Text), dropUnnamed), true
 	}
 	s.beginUnit()
 	s.pre = prePending

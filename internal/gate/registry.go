@@ -43,10 +43,10 @@ type prepared struct {
 
 // mayMatter returns mayMatter(p.text), computed once per prepared
 // statement rather than at every Execute.
-func (p *prepared) mayMatter() bool {
+func (p *prepared) mayMatter(m *textMemo) bool {
 	if p.matters == 0 {
 		p.matters = 1
-		if mayMatter(p.text) {
+		if m.mayMatter(p.text) {
 			p.matters = 2
 		}
 	}
@@ -60,6 +60,9 @@ type regKey struct {
 	portal bool
 	name   string
 }
+
+// kind is the index of the key's namespace in the registry's maps.
+func (k regKey) kind() int { return b2i(k.portal) }
 
 // regOp is a change to the registry that a message or statement makes once
 // the server confirms it: define (val non-nil), remove (val nil), or remove
@@ -77,35 +80,46 @@ type regOp struct {
 // server refused or skipped changes nothing. While a change is in flight
 // the name's state is unknown, except to the unit that made the change:
 // that unit's own later messages run only if the change succeeded.
+//
+// Each map is by namespace (regKey.kind: statements, then portals) and
+// name.
 type registry struct {
-	confirmed map[regKey]*prepared
-	inflight  map[regKey]int // changes sent and not yet answered or skipped
-	allFlight int            // "remove all" changes in flight
+	confirmed [2]map[string]*prepared
+	inflight  [2]map[string]int // changes sent and not yet answered or skipped
+	allFlight int               // "remove all" changes in flight
 
-	unit    map[regKey]*prepared // changes made by the current unit
-	unitAll [2]bool              // the current unit removed all statements / portals
+	unit    [2]map[string]*prepared // changes made by the current unit
+	unitAll [2]bool                 // the current unit removed all statements / portals
 }
 
 func newRegistry() registry {
-	return registry{confirmed: map[regKey]*prepared{}, inflight: map[regKey]int{}, unit: map[regKey]*prepared{}}
+	var r registry
+	for k := range 2 {
+		r.confirmed[k], r.inflight[k], r.unit[k] = map[string]*prepared{}, map[string]int{}, map[string]*prepared{}
+	}
+	return r
 }
 
 // lookup returns what k names when the server reaches the current message:
 // found is false when it names nothing, and wait is true when that depends
 // on a reply not yet received.
 func (r *registry) lookup(k regKey) (p *prepared, found, wait bool) {
-	if p, ok := r.unit[k]; ok {
+	kind := k.kind()
+	if p, ok := r.unit[kind][k.name]; ok {
 		return p, p != nil, false
 	}
-	if r.unitAll[b2i(k.portal)] {
+	if r.unitAll[kind] {
 		return nil, false, false
 	}
-	if r.inflight[k] > 0 || r.allFlight > 0 {
+	if r.inflight[kind][k.name] > 0 || r.allFlight > 0 {
 		return nil, false, true
 	}
-	p = r.confirmed[k]
+	p = r.confirmed[kind][k.name]
 	return p, p != nil, false
 }
+
+// statement returns the statement the server confirmed under name.
+func (r *registry) statement(name string) *prepared { return r.confirmed[0][name] }
 
 // send records that op was sent within the current unit.
 func (r *registry) send(op regOp) {
@@ -114,23 +128,16 @@ func (r *registry) send(op regOp) {
 		r.allFlight++
 		if op.allStmts {
 			r.unitAll[0] = true
-			r.clearUnit(false)
+			clear(r.unit[0])
 		}
 		if op.allPortals {
 			r.unitAll[1] = true
-			r.clearUnit(true)
+			clear(r.unit[1])
 		}
 	default:
-		r.inflight[op.key]++
-		r.unit[op.key] = op.val
-	}
-}
-
-func (r *registry) clearUnit(portals bool) {
-	for k := range r.unit {
-		if k.portal == portals {
-			delete(r.unit, k)
-		}
+		kind := op.key.kind()
+		r.inflight[kind][op.key.name]++
+		r.unit[kind][op.key.name] = op.val
 	}
 }
 
@@ -138,25 +145,25 @@ func (r *registry) clearUnit(portals bool) {
 func (r *registry) settle(op regOp, applied bool) {
 	if op.allStmts || op.allPortals {
 		r.allFlight--
-		if applied {
-			for k := range r.confirmed {
-				if (k.portal && op.allPortals) || (!k.portal && op.allStmts) {
-					delete(r.confirmed, k)
-				}
-			}
+		if applied && op.allStmts {
+			clear(r.confirmed[0])
+		}
+		if applied && op.allPortals {
+			clear(r.confirmed[1])
 		}
 		return
 	}
-	if r.inflight[op.key]--; r.inflight[op.key] <= 0 {
-		delete(r.inflight, op.key)
+	kind, name := op.key.kind(), op.key.name
+	if r.inflight[kind][name]--; r.inflight[kind][name] <= 0 {
+		delete(r.inflight[kind], name)
 	}
 	if !applied {
 		return
 	}
 	if op.val == nil {
-		delete(r.confirmed, op.key)
+		delete(r.confirmed[kind], name)
 	} else {
-		r.confirmed[op.key] = op.val
+		r.confirmed[kind][name] = op.val
 	}
 }
 
@@ -164,7 +171,7 @@ func (r *registry) settle(op regOp, applied bool) {
 // the proxy could not see ran and may have deallocated and prepared them
 // again, or declared cursors, under the same names.
 func (r *registry) distrust() {
-	for _, m := range []map[regKey]*prepared{r.confirmed, r.unit} {
+	for _, m := range []map[string]*prepared{r.confirmed[0], r.confirmed[1], r.unit[0], r.unit[1]} {
 		for k, p := range m {
 			if p != nil && !p.opaque {
 				c := *p
@@ -177,7 +184,8 @@ func (r *registry) distrust() {
 
 // endUnit forgets the current unit's view.
 func (r *registry) endUnit() {
-	clear(r.unit)
+	clear(r.unit[0])
+	clear(r.unit[1])
 	r.unitAll = [2]bool{}
 }
 
@@ -191,9 +199,9 @@ func (r *registry) endUnit() {
 // (DECLARE, Bind), or through code the proxy cannot see, after which
 // every entry is distrusted.
 func (r *registry) transactionEnded() {
-	for k, p := range r.confirmed {
-		if k.portal && !p.hold {
-			delete(r.confirmed, k)
+	for k, p := range r.confirmed[1] {
+		if !p.hold {
+			delete(r.confirmed[1], k)
 		}
 	}
 }

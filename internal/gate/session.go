@@ -118,6 +118,7 @@ type Session struct {
 	maybeGen   uint64
 
 	reg      registry
+	memo     textMemo // the word scans of the last text
 	unit     unitState
 	slots    slotQueue
 	settings settings
@@ -360,7 +361,8 @@ func (s *Session) beginUnit() {
 	if s.unit.open {
 		return
 	}
-	s.unit = unitState{open: true}
+	s.resetUnit()
+	s.unit.open = true
 	settled := s.slots.unitsInFlight == 0
 	if settled && s.lastReady == 'T' && s.txChecked {
 		s.unit.checked, s.unit.key = true, s.txKey
@@ -374,6 +376,14 @@ func (s *Session) beginUnit() {
 		// Also in an aborted block, where ROLLBACK TO is how it recovers.
 		s.savepoints = slices.Clone(s.txSavepoints)
 	}
+}
+
+// resetUnit clears the unit's state. The map of bound portals is kept,
+// emptied, for the next unit's Binds: a session makes one.
+func (s *Session) resetUnit() {
+	bound := s.unit.bound
+	clear(bound)
+	s.unit = unitState{bound: bound}
 }
 
 // savepointTrust is a savepoint and the trust when it was taken.
@@ -423,7 +433,7 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 		s.copyPending = true
 		sl.copyGen = s.copyGen
 	}
-	s.unit = unitState{}
+	s.resetUnit()
 	s.slots.push(sl)
 	s.reg.endUnit()
 	if sl.kind == slotSync {

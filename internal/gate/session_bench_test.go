@@ -27,6 +27,15 @@ func feed(s *Session, types string, status byte) {
 	}
 }
 
+// answered fails a benchmark whose replies left some of the gate's
+// messages unanswered: they are not the transcript of what it sent.
+func answered(b *testing.B, s *Session) {
+	b.Helper()
+	if n := len(s.slots.buf) - s.slots.head; n != 0 {
+		b.Fatalf("%d of the gate's messages left unanswered: the replies are not its transcript", n)
+	}
+}
+
 // BenchmarkSessionQuery is the gate's cost for one simple-protocol Query
 // and its replies: a plain session (nothing added), a session fenced by its
 // startup token (a check injected per autocommit statement), and a
@@ -39,6 +48,7 @@ func BenchmarkSessionQuery(b *testing.B) {
 			s.Client(q(sel))
 			feed(s, "TDCZ", 'I')
 		}
+		answered(b, s)
 	})
 	b.Run("fenced", func(b *testing.B) {
 		s := benchSession(b, true)
@@ -46,6 +56,7 @@ func BenchmarkSessionQuery(b *testing.B) {
 			s.Client(q(sel))
 			feed(s, "CTDCZ", 'I')
 		}
+		answered(b, s)
 	})
 	b.Run("checked-transaction", func(b *testing.B) {
 		s := benchSession(b, true)
@@ -57,6 +68,7 @@ func BenchmarkSessionQuery(b *testing.B) {
 			s.Client(q(sel))
 			feed(s, "TDCZ", 'T')
 		}
+		answered(b, s)
 	})
 }
 
@@ -70,7 +82,7 @@ func BenchmarkSessionExtended(b *testing.B) {
 		replies string
 	}{
 		{"plain", false, "2DCZ"},
-		{"fenced", true, "32C3" + "2DCZ"}, // the check's Close+Parse+Bind+Execute+Close replies, then the client's
+		{"fenced", true, "3123C3" + "2DCZ"}, // the check's Close+Parse+Bind+Close+Execute+Close replies, then the client's
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := benchSession(b, tc.token)
@@ -83,6 +95,37 @@ func BenchmarkSessionExtended(b *testing.B) {
 				s.Client(syncMsg())
 				feed(s, tc.replies, 'I')
 			}
+			answered(b, s)
+		})
+	}
+}
+
+// BenchmarkSessionUnnamed is the gate's cost for the extended protocol's
+// one-shot statement (pgbench -M extended, a driver's query with
+// parameters): Parse, Bind, Describe, Execute and Sync of the unnamed
+// statement, and their replies.
+func BenchmarkSessionUnnamed(b *testing.B) {
+	const sel = "SELECT abalance FROM pgbench_accounts WHERE aid = $1"
+	text := func() string { return string([]byte(sel)) } // a new string for each Parse, as decoding one makes
+	for _, tc := range []struct {
+		name    string
+		token   bool
+		replies string
+	}{
+		{"plain", false, "12TDCZ"},
+		{"fenced", true, "1" + "3123C3" + "2TDCZ"}, // the check comes before the Bind
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := benchSession(b, tc.token)
+			for b.Loop() {
+				s.Client(parse("", text()))
+				s.Client(bind("", ""))
+				s.Client(Msg{Type: 'D', Object: 'P'})
+				s.Client(exec(""))
+				s.Client(syncMsg())
+				feed(s, tc.replies, 'I')
+			}
+			answered(b, s)
 		})
 	}
 }

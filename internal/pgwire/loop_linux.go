@@ -51,6 +51,13 @@ const loopMaxText = 4 << 10
 
 var loopSlowStep = 20 * time.Millisecond // a variable for tests
 
+// loopClock is the origin of the loop's step timings (sinceLoopClock): one
+// monotonic clock read per message, where time.Now and time.Since take
+// three.
+var loopClock = time.Now()
+
+func sinceLoopClock() time.Duration { return time.Since(loopClock) }
+
 // eventLoop is one epoll instance and the goroutine that serves it.
 type eventLoop struct {
 	epfd   int
@@ -97,6 +104,7 @@ type looped struct {
 	handBack     bool      // handed back to the goroutine relay
 	deliver      bool      // at the end, write what the upstream could not take yet
 	done         chan struct{}
+	stepStart    time.Duration // when the client message being relayed started (sinceLoopClock)
 
 	// Over io_uring: the session's id, its operations in the kernel, and
 	// what to do once there are none (cancelRing).
@@ -495,6 +503,7 @@ func (lp *looped) upstreamFailed() {
 // whether it relayed any.
 func (lp *looped) clientTurn() (progress bool) {
 	s := lp.s
+	lp.stepStart = sinceLoopClock()
 	for i := 0; ; i++ {
 		ok, err := lp.more(i, s.cr, lp.usink)
 		if !ok {
@@ -583,8 +592,9 @@ func (lp *looped) clientMessage() (next, moved bool) {
 			return next, false
 		}
 	}
-	start := time.Now()
 	stop, err := s.clientStep(typ, n, &lp.crelay)
+	start := lp.stepStart
+	lp.stepStart = sinceLoopClock() // the next message's start
 	switch {
 	case err == errWaitSettled:
 		s.cr.rewind(mark)
@@ -593,7 +603,7 @@ func (lp *looped) clientMessage() (next, moved bool) {
 	case stop:
 		lp.clientGone(err)
 		return false, true
-	case time.Since(start) > loopSlowStep:
+	case lp.stepStart-start > loopSlowStep:
 		lp.crelay.flush()
 		if s.uw.Flush() != nil {
 			lp.upstreamFailed()
