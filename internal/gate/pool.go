@@ -416,10 +416,10 @@ func (s *Session) poolReplacement(st *Statement) string {
 // value: the server never sees the value; the Execute decides on the
 // client's text, which the registry keeps. "" to send sql.
 func (s *Session) poolParseText(sql string) string {
-	if !s.cfg.Pooled {
-		return ""
+	if !s.cfg.Pooled || !s.memo.mayMatter(sql) {
+		return "" // a SET of lock.* is a text that may matter
 	}
-	a, err := s.cfg.Analyzer.Analyze(sql)
+	a, err := s.cfg.Analyzer.analyzeKnown(sql, true)
 	if err != nil || len(a.Statements) != 1 {
 		return ""
 	}

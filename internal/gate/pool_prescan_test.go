@@ -52,6 +52,11 @@ func needsPoolAnalysis(t *testing.T, sql string) bool {
 		return false
 	}
 	for _, st := range a.Statements {
+		if st.poolSet != nil && !mayMatter(sql) {
+			// poolParseText looks for a session SET of lock.* only where
+			// mayMatter passes.
+			t.Fatalf("%q: sets %q for the session, but mayMatter passes it", sql, st.poolSet.name)
+		}
 		if st.poolUnsupported != "" || st.poolSet != nil {
 			if !mayMatter(sql) && !mayNeedSession(sql) {
 				t.Fatalf("%q: the pool cannot keep %q, but the prescan passes it unanalysed", sql, st.poolUnsupported)

@@ -440,3 +440,23 @@ func TestLoopHandsOverLongTexts(t *testing.T) {
 		t.Errorf("fenceproxy_relayed_sessions_total{relay=loop} = %v, fenceproxy_event_loop_leaves_total{reason=long_text} = %v; want 1, 1", loop, left)
 	}
 }
+
+// TestLoopHandsOverSlowTurns: a session whose client messages took over
+// loopSlowStep to relay leaves the event loop after them, with their
+// answers, and goes on in the goroutine relay.
+func TestLoopHandsOverSlowTurns(t *testing.T) {
+	slow := loopSlowStep
+	loopSlowStep = 0 // every turn is slow
+	t.Cleanup(func() { loopSlowStep = slow })
+	fe, s := tcpRelay(t, Config{Upstream: "fake"})
+	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
+		t.Fatalf("slow turn: client got %q", got)
+	}
+	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" || inLoop(s) {
+		t.Fatalf("after: client got %q, in the loop %v", got, inLoop(s))
+	}
+	m := s.srv.metrics
+	if left := testutil.ToFloat64(m.loopLeaves.WithLabelValues(leaveSlowMessage)); left != 1 {
+		t.Errorf("fenceproxy_event_loop_leaves_total{reason=slow_message} = %v, want 1", left)
+	}
+}
