@@ -76,3 +76,25 @@ func BenchmarkMayMatterReference(b *testing.B) {
 		mayMatterReference(sql)
 	}
 }
+
+// mayBeNoTxnBlock's one pass finds each of noTxnWords, in any ASCII case,
+// anywhere in a text, as a search for each word does.
+func TestMayBeNoTxnBlockFindsEveryWord(t *testing.T) {
+	reference := func(sql string) bool {
+		for _, w := range noTxnWords {
+			if containsFold(sql, w) {
+				return true
+			}
+		}
+		return false
+	}
+	texts := []string{"SELECT 1", "UPDATE t SET x = 1", "", "v", "vacuu", "VACUU M", "commit prepare"}
+	for _, w := range noTxnWords {
+		texts = append(texts, w, strings.ToUpper(w), "x"+w+"x", "/* "+strings.ToUpper(w[:1])+w[1:]+" */ SELECT 1", w[:len(w)-1])
+	}
+	for _, sql := range texts {
+		if got, want := mayBeNoTxnBlock(sql), reference(sql); got != want {
+			t.Errorf("mayBeNoTxnBlock(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

@@ -384,11 +384,13 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 // parse; the parser decides.
 var noTxnWords = [...]string{"vacuum", "database", "tablespace", "concurrently", "system", "subscription", "reindex", "cluster", "prepared"}
 
-func mayBeNoTxnBlock(sql string) bool {
+// mayBeNoTxnBlock reports whether sql holds a word of noTxnWords, in any
+// ASCII case (keywords are ASCII: scan.l), in one pass.
+func mayBeNoTxnBlock(sql string) bool { return hasWordOf(&noTxnIndex, sql) }
+
+var noTxnIndex = func() (idx wordIndex) {
 	for _, w := range noTxnWords {
-		if containsFold(sql, w) {
-			return true
-		}
+		idx.add(w, false)
 	}
-	return false
-}
+	return idx
+}()
