@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 )
 
 // maxCachedText bounds the length of a query text an Analyzer caches. Longer
@@ -86,14 +87,16 @@ func NewAnalyzerBytes(size, maxBytes int) *Analyzer {
 // string made with unsafe.String over a buffer that is reused. A nil
 // *Analyzer analyses without a cache.
 func (c *Analyzer) Analyze(sql string) (*Analysis, error) {
-	return c.analyzeKnown(sql, mayMatter(sql))
+	return c.analyzeKnown(sql, mayMatter(sql), nil)
 }
 
 // analyzeKnown is Analyze with mayMatter(sql) already known (matters): a
-// session has it, and the scan is not repeated.
-func (c *Analyzer) analyzeKnown(sql string, matters bool) (*Analysis, error) {
+// session has it, and the scan is not repeated. The time a parse takes
+// (the cache has no analysis of sql) is added to *parsing when parsing is
+// not nil.
+func (c *Analyzer) analyzeKnown(sql string, matters bool, parsing *time.Duration) (*Analysis, error) {
 	if c == nil || c.size <= 0 {
-		return Analyze(sql)
+		return timedAnalyze(sql, parsing)
 	}
 	if e, ok := c.lookup(sql); ok {
 		return e.a, e.err
@@ -106,7 +109,7 @@ func (c *Analyzer) analyzeKnown(sql string, matters bool) (*Analysis, error) {
 	}
 	// Parse outside the lock: two sessions missing on the same text at once
 	// both parse, and the second insert wins; both results are equal.
-	a, err := Analyze(sql)
+	a, err := timedAnalyze(sql, parsing)
 	if len(sql) <= maxCachedText {
 		c.insert(sql, a, err)
 	}
@@ -114,6 +117,17 @@ func (c *Analyzer) analyzeKnown(sql string, matters bool) (*Analysis, error) {
 		c.shapes().insertLen(shape, a, nil, len(sql))
 	}
 	return a, err
+}
+
+// timedAnalyze is Analyze(sql), its time added to *parsing when parsing is
+// not nil.
+func timedAnalyze(sql string, parsing *time.Duration) (*Analysis, error) {
+	if parsing == nil {
+		return Analyze(sql)
+	}
+	start := time.Now()
+	defer func() { *parsing += time.Since(start) }()
+	return Analyze(sql)
 }
 
 // shapes is the cache of analyses by literalShape: texts that differ only

@@ -207,7 +207,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 	if why := s.settings.unsafe(sql); why != "" {
 		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: "fenceproxy: cannot fence this text, because " + why})
 	}
-	a, err := s.cfg.Analyzer.analyzeKnown(sql, textMatters)
+	a, err := s.cfg.Analyzer.analyzeKnown(sql, textMatters, &s.parsing)
 	if err == nil {
 		return analysis{a: a}
 	}

@@ -419,7 +419,7 @@ func (s *Session) poolParseText(sql string) string {
 	if !s.cfg.Pooled || !s.memo.mayMatter(sql) {
 		return "" // a SET of lock.* is a text that may matter
 	}
-	a, err := s.cfg.Analyzer.analyzeKnown(sql, true)
+	a, err := s.cfg.Analyzer.analyzeKnown(sql, true, &s.parsing)
 	if err != nil || len(a.Statements) != 1 {
 		return ""
 	}

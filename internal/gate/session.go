@@ -3,6 +3,7 @@ package gate
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -118,7 +119,8 @@ type Session struct {
 	maybeGen   uint64
 
 	reg      registry
-	memo     textMemo // the word scans of the last text
+	memo     textMemo      // the word scans of the last text
+	parsing  time.Duration // see ParseTime
 	unit     unitState
 	slots    slotQueue
 	settings settings
@@ -526,3 +528,10 @@ func reserved(name string) bool { return strings.HasPrefix(name, reservedPrefix)
 // table's resource and the default. Zero before the first check. For an
 // operator's view of the session; fencing never depends on it.
 func (s *Session) LastCheck() fencestore.CheckArgs { return s.lastCheck }
+
+// ParseTime returns the time the session's texts took to parse so far:
+// the texts the Analyzer had no analysis of. Most texts are found in its
+// cache or need none; a parse is the gate's one step that can take
+// milliseconds, and pgwire's event loop reads this to let a session that
+// parses long go to a relay of its own.
+func (s *Session) ParseTime() time.Duration { return s.parsing }

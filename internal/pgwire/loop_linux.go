@@ -42,22 +42,17 @@ const maxLoopMessages = 64
 
 // A loop serves many sessions, so none may hold it long: a session whose
 // client sends a Query or Parse text over loopMaxText bytes (analysing one
-// can take milliseconds), or whose turn of client messages took over
-// loopSlowStep to relay, leaves the loop for the goroutine relay, where a
-// slow message delays its own session alone. loopSlowStep is wall-clock time: on a busy
-// machine the loop's thread may be descheduled mid-message, and a session
-// must not leave the loop for that.
+// can take milliseconds), or whose texts in one turn took over
+// loopSlowStep to parse, leaves the loop for the goroutine relay, where a
+// slow message delays its own session alone. The parse is the one step of
+// the relay that can take long (gate.Session.ParseTime); it is timed only
+// when the gate parses, which a repeated statement does not: reading the
+// clock around every message or turn cost 3-4% of the proxy's CPU on a
+// virtual machine. loopSlowStep is the parse's wall-clock time: the loop's
+// thread may be descheduled mid-parse on a busy machine.
 const loopMaxText = 4 << 10
 
 var loopSlowStep = 20 * time.Millisecond // a variable for tests
-
-// loopClock is the origin of the loop's turn timings (sinceLoopClock): a
-// monotonic clock read at each end of a client turn, where timing each
-// message with time.Now and time.Since took three reads a message (about
-// 80 ns each on a virtual machine).
-var loopClock = time.Now()
-
-func sinceLoopClock() time.Duration { return time.Since(loopClock) }
 
 // eventLoop is one epoll instance and the goroutine that serves it.
 type eventLoop struct {
@@ -107,7 +102,7 @@ type looped struct {
 	done         chan struct{}
 	// slowTyp and slowN: the client message last read, and its length,
 	// when the session relayed it and may leave the loop after it, should
-	// the turn have been slow (clientTurn); slowTyp 0 otherwise.
+	// the turn have parsed long (clientTurn); slowTyp 0 otherwise.
 	slowTyp byte
 	slowN   int
 
@@ -508,7 +503,7 @@ func (lp *looped) upstreamFailed() {
 // whether it relayed any.
 func (lp *looped) clientTurn() (progress bool) {
 	s := lp.s
-	start := sinceLoopClock()
+	parsed := s.gate.ParseTime()
 	for i := 0; ; i++ {
 		ok, err := lp.more(i, s.cr, lp.usink)
 		if !ok {
@@ -538,7 +533,7 @@ func (lp *looped) clientTurn() (progress bool) {
 		lp.upstreamFailed()
 		return progress
 	}
-	if lp.slowTyp != 0 && sinceLoopClock()-start > loopSlowStep {
+	if lp.slowTyp != 0 && s.gate.ParseTime()-parsed > loopSlowStep {
 		lp.handOver(leaveSlowMessage, lp.slowTyp, lp.slowN)
 		return true
 	}

@@ -441,16 +441,21 @@ func TestLoopHandsOverLongTexts(t *testing.T) {
 	}
 }
 
-// TestLoopHandsOverSlowTurns: a session whose client messages took over
-// loopSlowStep to relay leaves the event loop after them, with their
-// answers, and goes on in the goroutine relay.
-func TestLoopHandsOverSlowTurns(t *testing.T) {
+// TestLoopHandsOverSlowParses: a session whose texts took over
+// loopSlowStep to parse leaves the event loop after them, with their
+// answers, and goes on in the goroutine relay; one whose texts needed no
+// parse stays.
+func TestLoopHandsOverSlowParses(t *testing.T) {
 	slow := loopSlowStep
-	loopSlowStep = 0 // every turn is slow
+	loopSlowStep = 0 // every parse is slow
 	t.Cleanup(func() { loopSlowStep = slow })
 	fe, s := tcpRelay(t, Config{Upstream: "fake"})
-	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" {
-		t.Fatalf("slow turn: client got %q", got)
+	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" || !inLoop(s) {
+		t.Fatalf("a text that needs no parse: client got %q, in the loop %v", got, inLoop(s))
+	}
+	parsed := &pgproto3.Query{String: "SELECT set_config('app.slow_parse', '1', false)"} // parsed: it may set a setting
+	if got := string(roundTrip(t, fe, parsed)); got != "TDCZ" {
+		t.Fatalf("a parsed text: client got %q", got)
 	}
 	if got := string(roundTrip(t, fe, selectQuery...)); got != "TDCZ" || inLoop(s) {
 		t.Fatalf("after: client got %q, in the loop %v", got, inLoop(s))

@@ -106,6 +106,7 @@ type gater interface {
 	Settled() bool
 	Probe() []pgproto3.FrontendMessage
 	LastCheck() fencestore.CheckArgs
+	ParseTime() time.Duration
 }
 
 // newRelay returns a session that relays between client and upstream, two

@@ -33,6 +33,10 @@ const (
 	ioringOffSQRing = 0
 	ioringOffSQEs   = 0x10000000
 
+	// ioringRecvsendPollFirst (sqe ioprio of a receive): arm the poll at
+	// once rather than try the receive first (Linux 5.19).
+	ioringRecvsendPollFirst = 1 << 0
+
 	ioringOpAsyncCancel = 14
 	ioringOpRead        = 22
 	ioringOpSend        = 26
@@ -175,8 +179,11 @@ func (r *ring) next() *sqe {
 
 // recv queues a recv(2) into p. p must be on the heap (the compiler does
 // not see it escape here) and stay referenced until its completion.
+// Receives are queued when a read found the socket empty (ringRecv.arm),
+// so the kernel waits for data first instead of trying the socket first.
 func (r *ring) recv(fd int, p []byte, user uint64) {
-	r.queueIO(ioringOpRecv, fd, p, user)
+	e := r.queueIO(ioringOpRecv, fd, p, user)
+	e.ioprio = ioringRecvsendPollFirst
 }
 
 // send queues a send(2) of p (MSG_NOSIGNAL).
