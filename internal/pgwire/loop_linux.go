@@ -42,14 +42,14 @@ const maxLoopMessages = 64
 
 // A loop serves many sessions, so none may hold it long: a session whose
 // client sends a Query or Parse text over loopMaxText bytes (analysing one
-// can take milliseconds), or whose texts in one turn took over
-// loopSlowStep to parse, leaves the loop for the goroutine relay, where a
-// slow message delays its own session alone. The parse is the one step of
-// the relay that can take long (gate.Session.ParseTime); it is timed only
-// when the gate parses, which a repeated statement does not: reading the
-// clock around every message or turn cost 3-4% of the proxy's CPU on a
-// virtual machine. loopSlowStep is the parse's wall-clock time: the loop's
-// thread may be descheduled mid-parse on a busy machine.
+// can take milliseconds), or whose message took over loopSlowStep to
+// parse, leaves the loop for the goroutine relay, where a slow message
+// delays its own session alone. The parse is the one step of the relay
+// that can take long (gate.Session.ParseTime); it is timed only when the
+// gate parses, which a repeated statement does not: reading the clock
+// around every message cost 3-4% of the proxy's CPU on a virtual machine.
+// loopSlowStep is the parse's wall-clock time: the loop's thread may be
+// descheduled mid-parse on a busy machine.
 const loopMaxText = 4 << 10
 
 var loopSlowStep = 20 * time.Millisecond // a variable for tests
@@ -100,11 +100,6 @@ type looped struct {
 	handBack     bool      // handed back to the goroutine relay
 	deliver      bool      // at the end, write what the upstream could not take yet
 	done         chan struct{}
-	// slowTyp and slowN: the client message last read, and its length,
-	// when the session relayed it and may leave the loop after it, should
-	// the turn have parsed long (clientTurn); slowTyp 0 otherwise.
-	slowTyp byte
-	slowN   int
 
 	// Over io_uring: the session's id, its operations in the kernel, and
 	// what to do once there are none (cancelRing).
@@ -503,7 +498,6 @@ func (lp *looped) upstreamFailed() {
 // whether it relayed any.
 func (lp *looped) clientTurn() (progress bool) {
 	s := lp.s
-	parsed := s.gate.ParseTime()
 	for i := 0; ; i++ {
 		ok, err := lp.more(i, s.cr, lp.usink)
 		if !ok {
@@ -531,11 +525,6 @@ func (lp *looped) clientTurn() (progress bool) {
 	lp.crelay.flush()
 	if err := s.uw.Flush(); err != nil {
 		lp.upstreamFailed()
-		return progress
-	}
-	if lp.slowTyp != 0 && s.gate.ParseTime()-parsed > loopSlowStep {
-		lp.handOver(leaveSlowMessage, lp.slowTyp, lp.slowN)
-		return true
 	}
 	return progress
 }
@@ -577,7 +566,6 @@ func (lp *looped) refuseHeader() error {
 // loop (lp.gone).
 func (lp *looped) clientMessage() (next, moved bool) {
 	s := lp.s
-	lp.slowTyp = 0
 	mark := s.cr.mark()
 	typ, n, _ := s.cr.header()
 	if err := s.checkClientMessage(typ, n); err != nil {
@@ -598,6 +586,7 @@ func (lp *looped) clientMessage() (next, moved bool) {
 			return next, false
 		}
 	}
+	parsed := s.gate.ParseTime()
 	stop, err := s.clientStep(typ, n, &lp.crelay)
 	switch {
 	case err == errWaitSettled:
@@ -607,10 +596,13 @@ func (lp *looped) clientMessage() (next, moved bool) {
 	case stop:
 		lp.clientGone(err)
 		return false, true
-	case lp.pl == nil || !lp.pl.paused():
-		// Relayed, and the session may leave the loop after it should the
-		// turn prove slow (clientTurn).
-		lp.slowTyp, lp.slowN = typ, n
+	case s.gate.ParseTime()-parsed > loopSlowStep:
+		lp.crelay.flush()
+		if s.uw.Flush() != nil {
+			lp.upstreamFailed()
+			return false, true
+		}
+		lp.handOver(leaveSlowMessage, typ, n)
 	}
 	return true, true
 }

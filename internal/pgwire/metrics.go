@@ -118,7 +118,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"relay"}),
 		loopLeaves: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenceproxy_event_loop_leaves_total",
-			Help: "Sessions that left the event loop for the goroutine relay, by reason: large_message (over the 32 KiB buffer), long_text (a Query or Parse text over 4 KiB), slow_message (its client's texts took over 20 ms to parse in one turn of the event loop).",
+			Help: "Sessions that left the event loop for the goroutine relay, by reason: large_message (over the 32 KiB buffer), long_text (a Query or Parse text over 4 KiB), slow_message (a client message took over 20 ms to parse).",
 		}, []string{"reason"}),
 		refusalLogSuppressed: f.NewCounter(prometheus.CounterOpts{
 			Name: "fenceproxy_refusal_log_suppressed_total",
