@@ -13,9 +13,10 @@
 // (server_lifetime of a nanosecond), so each driver's settings are restored
 // and its named statements prepared again on other connections; psycopg
 // also logs in with SCRAM-SHA-256. What transaction pooling refuses by
-// design (SQL PREPARE, asyncpg's Pool reset query, a session SET in the
-// unit of asyncpg's unsynced prepare) must be refused as docs/drivers.md
-// says.
+// design (SQL PREPARE, a session SET in the unit of asyncpg's unsynced
+// prepare) must be refused as docs/drivers.md says; asyncpg's Pool, whose
+// reset query ends with RESET ALL, must release its connection without an
+// error in both modes.
 //
 // The stream cases (TestDriversStreamServerCursors) read a result of more
 // than one batch through each driver's server-side cursors — SQL DECLARE and

@@ -326,14 +326,15 @@ func (w *walker) poolSetConfig(n *pg_query.FuncCall) {
 	w.poolUnsafe = "set_config of a setting for the session"
 }
 
-// isSessionLockFunc reports whether name is a function that takes or
-// releases an advisory lock held by the session (not the _xact_ ones,
-// which the transaction holds): the lock would stay with the server
-// connection, for another client.
+// isSessionLockFunc reports whether name is a function that takes an
+// advisory lock held by the session (not the _xact_ ones, which the
+// transaction holds): the lock would stay with the server connection, for
+// another client. The unlock functions pass: no client can take such a
+// lock through the proxy in transaction pool mode, so they find none to
+// release (pg_advisory_unlock_all, in a pool's reset query, does nothing).
 func isSessionLockFunc(name string) bool {
 	switch strings.ToLower(name) {
-	case "pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock", "pg_try_advisory_lock_shared",
-		"pg_advisory_unlock", "pg_advisory_unlock_shared", "pg_advisory_unlock_all":
+	case "pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock", "pg_try_advisory_lock_shared":
 		return true
 	}
 	return false
@@ -354,7 +355,7 @@ func refPoolUnsupported(what string) refusal {
 var refPoolSession = refusal{
 	code:    codeSessionToken,
 	message: "fenceproxy: lock.fencing_token and lock.resource can be set for the session here only by a SET or RESET alone in its unit, outside a transaction block",
-	detail:  "The proxy runs in transaction pool mode: it keeps the session's fencing settings itself, and follows only a SET or RESET of a constant that is the only statement of its Query or Sync, outside a transaction block.",
+	detail:  "The proxy runs in transaction pool mode: it keeps the session's fencing settings itself, and follows only a SET or RESET of a constant that is the only statement of its Query or Sync, or a RESET that ends a Query without transaction control or DO or CALL before it, outside a transaction block.",
 	hint:    "Set them inside the transaction with SET LOCAL (or set_config(name, value, true)), or carry them in a /* fencing_token=N resource=R */ comment.",
 }
 
@@ -362,6 +363,36 @@ var refPoolSession = refusal{
 // is open and nothing sent is unanswered.
 func (s *Session) poolIdle() bool {
 	return s.slots.unitsInFlight == 0 && s.lastReady == 'I'
+}
+
+// poolAloneIn reports whether statement i of a Query's analysis a may
+// change the session's fencing settings in transaction pool mode
+// (poolRefusal): outside a transaction block with nothing unanswered, the
+// only statement of the Query, or a RESET that ends it after statements
+// that neither control the transaction nor run code the proxy cannot see.
+// Such a Query runs as one implicit transaction: an error anywhere in it
+// undoes the RESET, and the unit's answer says whether one came (a pool's
+// reset query, such as asyncpg's "SELECT pg_advisory_unlock_all(); CLOSE
+// ALL; UNLISTEN *; RESET ALL", ends so). A SET's value is taken only from
+// a SET alone.
+func (s *Session) poolAloneIn(a *Analysis, i int) bool {
+	if s.extOpen || !s.poolIdle() {
+		return false
+	}
+	if len(a.Statements) == 1 {
+		return true
+	}
+	st := &a.Statements[i]
+	if i != len(a.Statements)-1 || st.poolSet == nil || !st.poolSet.reset {
+		return false
+	}
+	for j := range a.Statements[:i] {
+		switch prev := &a.Statements[j]; {
+		case prev.Kind != Read && prev.Kind != Write && prev.Kind != Other, prev.Opaque, prev.poolSet != nil, prev.FenceSession:
+			return false
+		}
+	}
+	return true
 }
 
 // poolRefusal returns, under Config.Pooled, the refusal of run (which st

@@ -94,10 +94,44 @@ func TestPooledResetClearsTheTrackedToken(t *testing.T) {
 	}
 }
 
+// A RESET that ends a Query (a pool's reset query: asyncpg's) is kept
+// once the Query is answered without an error, which undoes all of it.
+func TestPooledResetEndingAQueryIsKeptOnlyWhenTheQuerySucceeds(t *testing.T) {
+	const reset = "SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL"
+	for _, tc := range []struct {
+		replies string
+		kept    bool
+	}{
+		// The check the token brings first, then the Query's replies.
+		{"C" + "TDCCCCZ", true},
+		{"C" + "TDCCCE{XX000}Z", false}, // the RESET failed
+		{"C" + "E{XX000}Z", false},      // nothing after the first statement ran
+	} {
+		w := pooledWire(t, nil)
+		w.send(q("SET lock.fencing_token = 42"))
+		w.replies("CZ", 'I')
+		if got := w.send(q(reset)); !strings.HasSuffix(got, "; "+reset+")") || !strings.Contains(got, literal42) {
+			t.Fatalf("upstream %s", got)
+		}
+		w.replies(tc.replies, 'I')
+		got := w.send(q("UPDATE t SET v = 1"))
+		if still := strings.Contains(got, literal42); still == tc.kept {
+			t.Errorf("replies %s: token 42 still used %v: %s", tc.replies, still, got)
+		}
+	}
+}
+
 func TestPooledSessionSetElsewhereIsRefused(t *testing.T) {
 	for _, sql := range []string{
 		"SET lock.fencing_token = 42; SELECT 1",
-		"SELECT 1; RESET lock.fencing_token",
+		"SELECT 1; SET lock.fencing_token = 42", // a value is taken from a SET alone
+		"RESET lock.fencing_token; SELECT 1",    // a RESET only ends a Query
+		"BEGIN; RESET ALL",                      // then in a block
+		"COMMIT; RESET ALL",
+		"SELECT 1; ROLLBACK; RESET ALL",
+		"DO $$BEGIN NULL; END$$; RESET ALL", // code the proxy cannot see may end the transaction
+		"CALL p(); RESET ALL",
+		"RESET ALL; RESET lock.fencing_token",
 		"SELECT set_config('lock.fencing_token', '42', false)",
 		"SET lock.fencing_token FROM CURRENT",
 		"SELECT set_config(current_user, 'x', true)", // a name that is not a constant may be ours
@@ -490,14 +524,17 @@ func TestPooledResetGoesBackToTheStartupValueAsTheServersDoes(t *testing.T) {
 func TestPooledRefusesSessionLevelAdvisoryLocks(t *testing.T) {
 	for _, sql := range []string{
 		"SELECT pg_advisory_lock(1)", "SELECT pg_catalog.PG_TRY_ADVISORY_LOCK(1, 2)", "SELECT pg_advisory_lock_shared(1)",
-		"SELECT pg_advisory_unlock(1)", "SELECT pg_advisory_unlock_all()", "SELECT * FROM t WHERE pg_try_advisory_lock_shared(id)",
+		"SELECT * FROM t WHERE pg_try_advisory_lock_shared(id)",
 	} {
 		w := pooledWire(t, nil)
 		if got := w.send(q(sql)); !strings.Contains(got, "0A000") {
 			t.Errorf("%s: not refused: %s", sql, got)
 		}
 	}
+	// Transaction locks, and unlocks: no lock of the session's can be taken
+	// through the proxy, so an unlock finds none (a pool's reset query).
 	for _, sql := range []string{"SELECT pg_advisory_xact_lock(1)", "SELECT pg_try_advisory_xact_lock_shared(1)",
+		"SELECT pg_advisory_unlock(1)", "SELECT pg_advisory_unlock_shared(1)", "SELECT pg_advisory_unlock_all()",
 		"CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_lock(1)'"} {
 		w := pooledWire(t, nil)
 		if got := w.send(q(sql)); strings.Contains(got, "0A000") {

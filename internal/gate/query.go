@@ -139,7 +139,7 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 	for i := range a.Statements {
 		st := &a.Statements[i]
 		lone := st.NeedsTxnBlock && !s.unit.ran && s.slots.unitsInFlight == 0 && s.lastReady == 'I'
-		s.poolAlone = len(a.Statements) == 1 && !s.extOpen && s.poolIdle()
+		s.poolAlone = s.poolAloneIn(a, i)
 		act := s.decide(st, s.runs(st))
 		s.poolAlone = false
 		if lone && act.kind == actCheck {
