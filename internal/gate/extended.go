@@ -43,7 +43,7 @@ func (s *Session) parse(name, sql, server string) Decision {
 	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, named: name != "", server: server}
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
-	s.slots.push(slot{kind: slotParse, ops: []regOp{op}})
+	s.slots.push(slot{kind: slotParse, op: op, hasOp: true})
 	if r := s.poolParseText(sql); r != "" {
 		return Decision{Replace: &pgproto3.Parse{Name: name, Query: r}}
 	}
@@ -75,7 +75,7 @@ func (s *Session) bind(portal, stmt string) Decision {
 	}
 	op := regOp{key: regKey{portal: true, name: portal}, val: p}
 	s.reg.send(op)
-	s.slots.push(slot{kind: slotBind, ops: []regOp{op}})
+	s.slots.push(slot{kind: slotBind, op: op, hasOp: true})
 	if s.unit.bound == nil {
 		s.unit.bound = map[string]bool{}
 	}
@@ -191,7 +191,7 @@ func (s *Session) close(kind byte, name string) Decision {
 	s.extended()
 	op := regOp{key: regKey{portal: kind != 'S', name: name}}
 	s.reg.send(op)
-	s.slots.push(slot{kind: slotClose, ops: []regOp{op}})
+	s.slots.push(slot{kind: slotClose, op: op, hasOp: true})
 	return d
 }
 

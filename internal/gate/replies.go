@@ -106,10 +106,19 @@ func (s *Session) Server(r Reply) Verdict {
 		return s.readyForQuery(r.Status, v)
 	}
 	sl := s.popSlot()
-	for _, op := range sl.ops {
-		s.reg.settle(op, true)
-	}
+	s.settleOps(&sl, true)
 	return v
+}
+
+// settleOps records the server's answer to the registry changes of a
+// Parse, Bind, Close or Execute (slot.op, slot.ops): applied, or skipped.
+func (s *Session) settleOps(sl *slot, applied bool) {
+	if sl.hasOp {
+		s.reg.settle(sl.op, applied)
+	}
+	for _, op := range sl.ops {
+		s.reg.settle(op, applied)
+	}
 }
 
 func fail(format string, args ...any) Verdict {
@@ -159,9 +168,7 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	case spares && h.kind != slotQuery:
 		// The COPY's Execute: what follows is settled by copyFailed.
 		sl := s.popSlot()
-		for _, op := range sl.ops {
-			s.reg.settle(op, false)
-		}
+		s.settleOps(&sl, false)
 	case h.kind == slotQuery:
 		h.failed = true
 		for i := h.stmt; i < len(h.effects); i++ {
@@ -176,9 +183,7 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 		// The server skips every message up to the next Sync.
 		for !s.slots.empty() && s.slots.front().kind != slotSync {
 			sl := s.slots.pop()
-			for _, op := range sl.ops {
-				s.reg.settle(op, false)
-			}
+			s.settleOps(&sl, false)
 			for _, ops := range sl.effects {
 				for _, op := range ops {
 					s.reg.settle(op, false)
@@ -227,9 +232,7 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	if u.copyGen != 0 && u.copyGen == s.copyGen {
 		s.copyPending = false // the unit that may have started COPY-in mode is over
 	}
-	for _, op := range u.ops {
-		s.reg.settle(op, true) // a Query drops the unnamed statement and portal even when it fails
-	}
+	s.settleOps(&u, true) // a Query drops the unnamed statement and portal even when it fails
 	for _, ops := range u.effects {
 		for _, op := range ops {
 			s.reg.settle(op, false) // statements that never completed

@@ -41,8 +41,11 @@ type slot struct {
 	stmt     int
 
 	// For Parse, Bind, Close and Execute: the registry changes the message
-	// makes once the server confirms it.
-	ops []regOp
+	// makes once the server confirms it: op when hasOp (a Parse's, Bind's or
+	// Close's one change, kept without an allocation), then ops.
+	op    regOp
+	hasOp bool
+	ops   []regOp
 
 	// For the slot ending a unit (slotQuery, slotSync, slotFunctionCall):
 	// the gate's prediction at the unit's end, and what the unit did.
