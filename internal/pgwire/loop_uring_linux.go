@@ -70,11 +70,13 @@ func startRingLoop() (*eventLoop, error) {
 func (l *eventLoop) runRing(ready chan<- error) {
 	runtime.LockOSThread()
 	r, err := newRing(ringEntries)
+	if err == nil {
+		l.ring = r // before ready: the loop's users read it once started
+	}
 	ready <- err
 	if err != nil {
 		return
 	}
-	l.ring = r
 	r.read(l.wakefd, l.wakeBuf, userWake)
 	var turn []*looped
 	for {
