@@ -32,12 +32,13 @@ type pooledLoopEnv struct {
 
 func newPooledLoopEnv(t *testing.T, size int) *pooledLoopEnv {
 	t.Helper()
-	return newPooledLoopEnvTLS(t, size, pgwire.UpstreamTLSDisable)
+	return newPooledLoopEnvWith(t, size, pgwire.UpstreamTLSDisable, relayLoop)
 }
 
-// newPooledLoopEnvTLS is newPooledLoopEnv with the pool's connections
-// over TLS as upstream says (the harness's server has ssl=on).
-func newPooledLoopEnvTLS(t *testing.T, size int, upstream pgwire.UpstreamTLS) *pooledLoopEnv {
+// newPooledLoopEnvWith is newPooledLoopEnv with the pool's connections
+// over TLS as upstream says (the harness's server has ssl=on), relayed as
+// relay names (relayLoop, relayGoroutines).
+func newPooledLoopEnvWith(t *testing.T, size int, upstream pgwire.UpstreamTLS, relay string) *pooledLoopEnv {
 	t.Helper()
 	pg := harness.Postgres(t)
 	db := harness.CreateDB(t, pg)
@@ -49,7 +50,7 @@ func newPooledLoopEnvTLS(t *testing.T, size int, upstream pgwire.UpstreamTLS) *p
 		t.Fatal(err)
 	}
 	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Metrics: e.reg, UpstreamTLS: upstream,
-		Pool: &pgwire.PoolConfig{Size: size, AuthMethod: clientauth.Trust}})
+		GoroutineRelay: relay == relayGoroutines, Pool: &pgwire.PoolConfig{Size: size, AuthMethod: clientauth.Trust}})
 	e.app = e.proxy.DSN(pgcluster.Superuser, "", db)
 	return e
 }
@@ -172,11 +173,14 @@ func TestPooledSessionLeavesTheLoopWithItsTransaction(t *testing.T) {
 // TestPooledClientLeavingWhileQueuedFreesItsPlace: a client that leaves
 // while queued for the pool's only connection (with a Terminate, or just
 // closing its socket) takes no connection or slot with it, and nothing it
-// sent runs; the next client is served.
+// sent runs; the next client is served. In either relay.
 func TestPooledClientLeavingWhileQueuedFreesItsPlace(t *testing.T) {
-	for _, how := range []string{"terminate", "close"} {
-		t.Run(how, func(t *testing.T) {
-			e := newPooledLoopEnv(t, 1)
+	for _, tc := range []struct{ relay, how string }{
+		{relayLoop, "terminate"}, {relayLoop, "close"}, {relayGoroutines, "terminate"}, {relayGoroutines, "close"},
+	} {
+		how := tc.how
+		t.Run(tc.relay+"/"+how, func(t *testing.T) {
+			e := newPooledLoopEnvWith(t, 1, pgwire.UpstreamTLSDisable, tc.relay)
 			holder := connect(t, e.app, pgx.QueryExecModeExec)
 			queued, err := pgconn.Connect(t.Context(), e.app) // logged in while the connection is free
 			if err != nil {
@@ -265,7 +269,7 @@ func TestPooledCommitSentWithTheTerminateCommits(t *testing.T) {
 // which the ring cannot relay, each client leaves the loop at its first
 // lending, with it, and is served by the goroutine relay.
 func TestPooledSessionLentATLSConnectionLeavesTheLoop(t *testing.T) {
-	e := newPooledLoopEnvTLS(t, 1, pgwire.UpstreamTLSPrefer)
+	e := newPooledLoopEnvWith(t, 1, pgwire.UpstreamTLSPrefer, relayLoop)
 	const clients = 3
 	for i := range clients {
 		c := connect(t, e.app, pgx.QueryExecModeExec)

@@ -222,10 +222,11 @@ func (r *reader) drained() bool {
 	return !ok || b.buffered() == 0
 }
 
-// buffersTerminate reports whether the whole messages buffered include a
+// buffersTerminate reports whether the whole messages buffered, from skip
+// bytes on (past the body of a message whose header was read), include a
 // Terminate.
-func (r *reader) buffersTerminate() bool {
-	for at := r.r; r.w-at >= headerLen; {
+func (r *reader) buffersTerminate(skip int) bool {
+	for at := r.r + skip; r.w-at >= headerLen; {
 		typ, n, err := parseHeader(r.buf[at : at+headerLen])
 		if err != nil {
 			return false

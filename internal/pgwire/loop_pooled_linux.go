@@ -185,7 +185,7 @@ func (lp *looped) watchClient() {
 	for r.w-r.r < len(r.buf) && err == nil {
 		err = r.ensure(r.w - r.r + 1)
 	}
-	if err != errAgain && err != nil || r.buffersTerminate() {
+	if err != errAgain && err != nil || r.buffersTerminate(0) {
 		lp.s.log.Debug("client left while waiting for a server connection", "err", err)
 		lp.end()
 	}

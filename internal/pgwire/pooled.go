@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -351,6 +352,112 @@ func (s *session) acquire() (*pool.Conn, error) {
 	return c, err
 }
 
+// errLeftQueued ends a session whose client left while it waited in the
+// pool's queue.
+var errLeftQueued = errors.New("client left while waiting for a server connection")
+
+// acquireForMessage is acquire for a client message whose header the relay
+// has read, and whose n-byte body it has not: while the session waits in the pool's queue, what its client
+// sends is read on into the client reader's buffer (watchQueued), and a
+// client that leaves (its end, or a Terminate) is dropped from the queue
+// with nothing it sent run, as the event loop drops it and PgBouncer does.
+func (s *session) acquireForMessage(n int) (*pool.Conn, error) {
+	granted := make(chan pool.Grant, 1)
+	g, t := s.srv.pool.AcquireAsync(s.pooled.key, func(g pool.Grant) { granted <- g })
+	if t != nil {
+		var err error
+		if g, err = s.waitQueued(t, granted, n); err != nil {
+			return nil, err
+		}
+	}
+	c, err := g.Conn, g.Err
+	if err == nil && g.Dial {
+		c, err = s.srv.pool.DialSlot(s.pooled.ctx, s.pooled.key)
+	}
+	if err != nil {
+		s.sendClient(s.acquireFailed(err))
+	}
+	return c, err
+}
+
+// waitQueued waits for the pool's answer to a queued acquire, watching the
+// client meanwhile. It fails, having given back what the pool gave, with
+// errLeftQueued when the client left, and with errStopped (the client
+// told) when the proxy stops the session.
+func (s *session) waitQueued(t *pool.Ticket, granted chan pool.Grant, skip int) (pool.Grant, error) {
+	watched := make(chan error, 1)
+	go func() { watched <- s.watchQueued(skip) }()
+	watch, watching := watched, true
+	var g pool.Grant
+	var err error
+wait:
+	for {
+		select {
+		case g = <-granted:
+			break wait
+		case err = <-watch:
+			watching = false
+			if err != nil || s.adminStop.Load() {
+				break wait
+			}
+			watch = nil // the buffer is full: the pool's answer alone is waited for
+		case <-s.pooled.ctx.Done():
+			err = s.pooled.ctx.Err()
+			break wait
+		}
+	}
+	stopped := s.adminStop.Load()
+	if (err != nil || stopped) && !s.srv.pool.CancelWait(t) && g == (pool.Grant{}) {
+		g = <-granted // it came first
+	}
+	s.srv.pool.ReportWait(s.pooled.key, g)
+	if watching {
+		// End the watch's read, and wait for it: the client reader is this
+		// goroutine's again.
+		s.client.SetReadDeadline(time.Now())
+		<-watched
+	}
+	s.client.SetReadDeadline(time.Time{})
+	if stopped = s.adminStop.Load(); stopped {
+		s.client.SetReadDeadline(time.Now()) // a stop's (stopUpstream) stays
+	}
+	switch {
+	case err == nil && !stopped:
+		return g, nil
+	case err == errLeftQueued:
+		s.log.Debug("client left while waiting for a server connection")
+	case stopped:
+		s.sendClient(s.stopError())
+		err = errStopped
+	default:
+		s.sendClient(s.acquireFailed(err))
+	}
+	s.srv.pool.Forgo(s.pooled.key, g)
+	return pool.Grant{}, err
+}
+
+// watchQueued reads on, into the client reader's buffer, what the client
+// of a session waiting in the pool's queue sends, until the buffer is full
+// or a read fails, past the skip bytes of the message being relayed. It
+// returns errLeftQueued when the client left (its end, or a Terminate
+// buffered), or nil: a read ended by a deadline (the wait's
+// end, or a stop) is not the client's leaving.
+func (s *session) watchQueued(skip int) error {
+	r := s.cr
+	for !r.buffersTerminate(skip) {
+		if r.w-r.r >= len(r.buf) {
+			return nil // full: nothing more is read until a connection is lent
+		}
+		if err := r.ensure(r.w - r.r + 1); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+			return errLeftQueued
+		}
+	}
+	return errLeftQueued
+}
+
 // acquireFailed returns what a client is told when no server connection
 // could be had for it (err from the pool).
 func (s *session) acquireFailed(err error) *pgproto3.ErrorResponse {
@@ -450,7 +557,7 @@ func (s *session) pumpPooled() error {
 		}
 		if s.pooled.cur == nil {
 			keep := typ == 'Q' || typ == 'P' && n > 0 && s.cr.peekByte() == 0
-			if err := s.lend(keep); err != nil {
+			if err := s.lend(keep, n); err != nil {
 				return nil // the client has been told
 			}
 		}
@@ -527,14 +634,15 @@ func (s *session) endWrite(unfinished bool) {
 // lend gets a server connection for the session, sets it up for the
 // client, and starts the upstream reader that relays it until it goes
 // back. keepUnnamed: the client message that needs it replaces the
-// unnamed statement (a Query, a Parse of it).
-func (s *session) lend(keepUnnamed bool) error {
+// unnamed statement (a Query, a Parse of it); n: that message's body
+// length (its header is read, its body not yet).
+func (s *session) lend(keepUnnamed bool, n int) error {
 	if s.adminStop.Load() {
 		s.sendClient(s.stopError())
 		return errStopped
 	}
 	s.waitLending()
-	c, err := s.acquire()
+	c, err := s.acquireForMessage(n)
 	if err != nil {
 		return err
 	}
