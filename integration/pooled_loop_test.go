@@ -14,6 +14,7 @@ import (
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -287,5 +288,61 @@ func TestPooledSessionLentATLSConnectionLeavesTheLoop(t *testing.T) {
 	}
 	if n := e.counter(t, "fenceproxy_event_loop_leaves_total", "reason", "upstream_tls"); n != clients {
 		t.Errorf("leaves for a lent connection over TLS: %v, want %d", n, clients)
+	}
+}
+
+// TestPooledTerminateWhileQueuedRunsNothing: an administrator's terminate
+// of a client queued for the pool's only connection tells it 57P01 and
+// takes it out of the queue with nothing it sent run, in either relay;
+// the client holding the connection goes on.
+func TestPooledTerminateWhileQueuedRunsNothing(t *testing.T) {
+	for _, relay := range []string{relayLoop, relayGoroutines} {
+		t.Run(relay, func(t *testing.T) {
+			e := newPooledLoopEnvWith(t, 1, pgwire.UpstreamTLSDisable, relay)
+			holder := connect(t, e.app, pgx.QueryExecModeExec)
+			queued, err := pgconn.Connect(t.Context(), e.app+"&application_name=queued")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, holder, "BEGIN")
+			mustExec(t, holder, "SELECT 1")
+			hc, err := queued.Hijack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hc.Conn.Close()
+			fe := pgproto3.NewFrontend(hc.Conn, hc.Conn)
+			fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 7 WHERE id = 1"})
+			if err := fe.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if l := e.proxy.Server().PoolList(); len(l) == 1 && l[0].Waiting == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the client never queued: %+v", e.proxy.Server().PoolList())
+				}
+			}
+			terminated := false
+			for _, s := range e.proxy.Server().Sessions() {
+				if s.ApplicationName == "queued" {
+					terminated = e.proxy.Server().Terminate(s.ID)
+				}
+			}
+			if !terminated {
+				t.Fatal("terminate found no queued session")
+			}
+			hc.Conn.SetReadDeadline(time.Now().Add(5 * time.Second)) // told at once, not when the connection is free
+			expectFatalFE(t, fe, hc.Conn, "57P01")
+			mustExec(t, holder, "COMMIT")
+			var bal int
+			if err := holder.QueryRow(t.Context(), "SELECT balance FROM accounts WHERE id = 1").Scan(&bal); err != nil || bal != 0 {
+				t.Fatalf("balance %d, %v; want 0: the queued UPDATE must not run", bal, err)
+			}
+			if p := e.waitPool(t); p.Idle != 1 || p.Waiting != 0 {
+				t.Errorf("pool: %+v, want its one connection idle, no one queued", p)
+			}
+		})
 	}
 }
