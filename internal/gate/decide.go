@@ -324,7 +324,7 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.nameUnsafe(st.Name) {
 		return raiseR(refNameEncoding)
 	}
-	if s.cfg.Pooled && st.poolUnsupported != "" {
+	if s.cfg.Pooled && st.poolUnsupported != "" && !poolDeallocates(st, run) {
 		return raiseR(refPoolUnsupported(st.poolUnsupported))
 	}
 	if st.Prepared != nil { // PREPARE x AS …: nothing runs yet

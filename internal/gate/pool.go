@@ -402,7 +402,7 @@ func (s *Session) poolRefusal(st, run *Statement) *refusal {
 	switch {
 	case s.unit.poolSet != nil:
 		return &refPoolSession // the change must be alone in its unit
-	case run.poolUnsupported != "":
+	case run.poolUnsupported != "" && !poolDeallocates(st, run):
 		r := refPoolUnsupported(run.poolUnsupported)
 		return &r
 	case run.poolSet != nil && run == st:
@@ -434,12 +434,45 @@ func (s *Session) withTracked(d Directives) Directives {
 }
 
 // poolReplacement returns, under Config.Pooled, the text sent instead of
-// st: "" to send it as written.
+// st, a statement of a simple Query or the text of a Parse: "" to send it
+// as written. A session
+// SET of a fencing setting goes without its value (poolSet); a DEALLOCATE
+// of the client's statements (ALL, or a name the gate knows as the
+// client's) goes as poolNoop: the server has them under names of the
+// proxy's (pooled_names.go in pgwire), beside other clients', and the gate
+// drops them from its registry when the server answers; the statements
+// left on server connections are closed by a later setup's sweep. A
+// DEALLOCATE of a name the client has not prepared goes as written, and the
+// server answers 26000 as PostgreSQL would (a Parse's text is judged when
+// it is sent; its Execute drops what the client's text names, once the
+// server answers it). Called before statementOps.
 func (s *Session) poolReplacement(st *Statement) string {
 	if !s.cfg.Pooled {
 		return ""
 	}
+	switch st.Registry {
+	case RegDeallocateAll:
+		return poolNoop
+	case RegDeallocate:
+		if _, found, wait := s.reg.lookup(regKey{name: st.Name}); found || wait {
+			return poolNoop
+		}
+		return ""
+	}
 	return st.poolSet.replacement()
+}
+
+// poolNoop is a statement that does nothing, sent instead of a client's
+// DEALLOCATE in transaction pool mode; the client sees its command tag,
+// DO, in place of DEALLOCATE's.
+const poolNoop = "DO $fence$BEGIN END$fence$"
+
+// poolDeallocates reports whether run is a DEALLOCATE, which runs in
+// transaction pool mode as poolReplacement sent it: the server never sees
+// DEALLOCATE ALL, nor a name of another client's statement (the client's
+// names are never the server's: pooled_names.go in pgwire).
+func poolDeallocates(st, run *Statement) bool {
+	return run == st && (run.Registry == RegDeallocate || run.Registry == RegDeallocateAll)
 }
 
 // poolParseText returns, under Config.Pooled, the text a Parse carries
@@ -448,13 +481,13 @@ func (s *Session) poolReplacement(st *Statement) string {
 // client's text, which the registry keeps. "" to send sql.
 func (s *Session) poolParseText(sql string) string {
 	if !s.cfg.Pooled || !s.memo.mayMatter(sql) {
-		return "" // a SET of lock.* is a text that may matter
+		return "" // a SET of lock.* and a DEALLOCATE are texts that may matter
 	}
 	a, err := s.cfg.Analyzer.analyzeKnown(sql, true, &s.parsing)
 	if err != nil || len(a.Statements) != 1 {
 		return ""
 	}
-	return a.Statements[0].poolSet.replacement()
+	return s.poolReplacement(&a.Statements[0])
 }
 
 // applyPoolSet keeps what a unit's accepted poolSet set, once the server

@@ -3,6 +3,8 @@ package gate
 import (
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // Under transaction pool mode (Config.Pooled) the session's fencing
@@ -209,10 +211,105 @@ func TestPooledExtendedSessionSetKeepsTheValueOffTheServer(t *testing.T) {
 	}
 }
 
+// A client's SQL DEALLOCATE (psycopg 3.1 sends DEALLOCATE ALL after a
+// rollback, and DEALLOCATE name to evict) drops its own protocol-level
+// statements from the gate, and never reaches another client's on the
+// shared connection: it goes upstream as a statement that does nothing.
+func TestPooledDeallocateDropsOnlyTheClientsStatements(t *testing.T) {
+	prepare := func(w *wire, name string) {
+		t.Helper()
+		w.s.Client(Msg{Type: 'P', Name: name, Text: "SELECT 1", Server: "fenceproxy_s" + name})
+		w.send(syncMsg())
+		w.replies("1Z", 'I')
+		if server, ok := w.s.PooledStatement(name); !ok || server != "fenceproxy_s"+name {
+			t.Fatalf("%s not prepared: %q %v", name, server, ok)
+		}
+	}
+	for _, tc := range []struct {
+		sql, upstream string
+		gone, kept    []string
+	}{
+		{"DEALLOCATE s1", "Q(" + poolNoop + ")", []string{"s1"}, []string{"s2"}},
+		{"deallocate prepare s1", "Q(" + poolNoop + ")", []string{"s1"}, []string{"s2"}},
+		{"DEALLOCATE ALL", "Q(" + poolNoop + ")", []string{"s1", "s2"}, nil},
+		{"SELECT 1; DEALLOCATE ALL", "Q(SELECT 1;" + poolNoop + ")", []string{"s1", "s2"}, nil},
+		// Not the client's: as written, for the server's 26000.
+		{"DEALLOCATE nosuch", "Q(DEALLOCATE nosuch)", nil, []string{"s1", "s2"}},
+	} {
+		w := pooledWire(t, nil)
+		prepare(w, "s1")
+		prepare(w, "s2")
+		if got := w.send(q(tc.sql)); got != tc.upstream {
+			t.Fatalf("%s: upstream %s, want %s", tc.sql, got, tc.upstream)
+		}
+		replies := strings.Repeat("C", strings.Count(tc.sql, ";")+1) + "Z"
+		if strings.HasPrefix(tc.sql, "SELECT") {
+			replies = "TDC" + replies[1:]
+		}
+		w.replies(replies, 'I')
+		for _, name := range tc.gone {
+			if _, ok := w.s.PooledStatement(name); ok {
+				t.Errorf("%s: %s still known", tc.sql, name)
+			}
+		}
+		for _, name := range tc.kept {
+			if _, ok := w.s.PooledStatement(name); !ok {
+				t.Errorf("%s: %s dropped", tc.sql, name)
+			}
+		}
+	}
+	// A failed Query drops nothing.
+	w := pooledWire(t, nil)
+	prepare(w, "s1")
+	w.send(q("DEALLOCATE ALL"))
+	w.replies("E{XX000}Z", 'I')
+	if _, ok := w.s.PooledStatement("s1"); !ok {
+		t.Error("s1 dropped by a DEALLOCATE ALL that failed")
+	}
+	// In the extended protocol (psycopg's): the Parse's text is replaced
+	// as it is sent, and the Execute drops the statements.
+	for _, tc := range []struct {
+		sql, upstream string
+		gone, kept    []string
+	}{
+		{"DEALLOCATE ALL", poolNoop, []string{"s1", "s2"}, nil},
+		{"DEALLOCATE s1", poolNoop, []string{"s1"}, []string{"s2"}},
+		{"DEALLOCATE nosuch", "", nil, []string{"s1", "s2"}}, // as written
+	} {
+		w = pooledWire(t, nil)
+		prepare(w, "s1")
+		prepare(w, "s2")
+		d := w.s.Client(parse("", tc.sql))
+		got := ""
+		if p, ok := d.Replace.(*pgproto3.Parse); ok {
+			got = p.Query
+		}
+		if got != tc.upstream || d.Fail != "" || d.Drop {
+			t.Fatalf("extended %s: Parse sent as %q (%+v), want %q", tc.sql, got, d, tc.upstream)
+		}
+		w.send(bind("", ""))
+		if got := w.send(exec("")); strings.Contains(got, "~raise") {
+			t.Fatalf("extended %s: refused: %s", tc.sql, got)
+		}
+		w.send(syncMsg())
+		w.replies("12CZ", 'I')
+		for _, name := range tc.gone {
+			if _, ok := w.s.PooledStatement(name); ok {
+				t.Errorf("extended %s: %s still known", tc.sql, name)
+			}
+		}
+		for _, name := range tc.kept {
+			if _, ok := w.s.PooledStatement(name); !ok {
+				t.Errorf("extended %s: %s dropped", tc.sql, name)
+			}
+		}
+	}
+}
+
 func TestPooledRefusesSessionStateThePoolCannotKeep(t *testing.T) {
 	refused := []string{
 		"LISTEN ch", "listen \"Ch\"",
-		"PREPARE p AS SELECT 1", "EXECUTE p", "DEALLOCATE p", "DEALLOCATE ALL", "DISCARD ALL", "DISCARD PLANS",
+		"PREPARE p AS SELECT 1", "EXECUTE p", "DISCARD ALL", "DISCARD PLANS",
 		"DECLARE c CURSOR WITH HOLD FOR SELECT 1",
 		"CREATE TEMP TABLE x (a int)", "CREATE TEMPORARY TABLE x AS SELECT 1", "CREATE TABLE pg_temp.x (a int)",
 		"SELECT 1 INTO TEMP x", "CREATE TEMP SEQUENCE s", "CREATE TEMP VIEW v AS SELECT 1",

@@ -150,8 +150,8 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 			act = action{}
 			s.unit.checked = false
 		}
+		repl := s.poolReplacement(st) // before statementOps, which a DEALLOCATE's lookup must precede
 		ops := s.statementOps(st)
-		repl := s.poolReplacement(st) // no value of the client's goes upstream (see poolSet)
 		if act.kind == actNone && repl == "" {
 			sl.injected = append(sl.injected, injNone)
 			sl.effects = append(sl.effects, ops)
