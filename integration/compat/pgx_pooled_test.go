@@ -24,7 +24,6 @@ const (
 	poolSessionSet   = "a session SET of a setting not restored per client: statement_timeout, search_path, client_min_messages, log_statement (0A000)"
 	poolStartup      = "a startup parameter not restored per client: search_path, client_min_messages (0A000 at connect)"
 	poolListen       = "LISTEN (0A000)"
-	poolDeallocate   = "SQL DEALLOCATE: pgx's DeallocateAll, and Deallocate of a name pgx does not know (0A000)"
 	poolPID          = "the BackendKeyData PID is the proxy's, not a backend's: pg_terminate_backend(conn.PID()) ends no backend of the client"
 	poolPreparedView = "pg_prepared_statements shows the lent server connection's statements, other clients' among them"
 )
@@ -144,9 +143,6 @@ var knownTransactionPool = map[string]string{
 	"pgx TestListenNotifyWhileBusyIsSafe":    poolListen,
 	"pgx/pgconn TestConnOnNotification":      poolListen,
 	"pgx/pgconn TestConnWaitForNotification": poolListen,
-
-	"pgx TestDeallocateMissingPreparedStatementStillClearsFromPreparedStatementMap": poolDeallocate,
-	"pgx TestPrepare": poolDeallocate,
 
 	"pgx TestFatalRxError":                       poolPID,
 	"pgx TestFatalTxError":                       poolPID,
