@@ -56,6 +56,30 @@ func newPooledLoopEnvWith(t *testing.T, size int, upstream pgwire.UpstreamTLS, r
 	return e
 }
 
+// holdTheConnection returns a client holding the pool's only connection in
+// an open transaction, and a second client, logged in (with
+// application_name app, when not empty) while the connection was free,
+// hijacked to write raw messages.
+func (e *pooledLoopEnv) holdTheConnection(t *testing.T, app string) (*pgx.Conn, *pgconn.HijackedConn) {
+	t.Helper()
+	holder := connect(t, e.app, pgx.QueryExecModeExec)
+	dsn := e.app
+	if app != "" {
+		dsn += "&application_name=" + app
+	}
+	queued, err := pgconn.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, holder, "BEGIN")
+	mustExec(t, holder, "SELECT 1")
+	hc, err := queued.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holder, hc
+}
+
 // counter returns a counter's value from the registry: name{label="value"}.
 func (e *pooledLoopEnv) counter(t *testing.T, name, label, value string) float64 {
 	t.Helper()
@@ -182,17 +206,7 @@ func TestPooledClientLeavingWhileQueuedFreesItsPlace(t *testing.T) {
 		how := tc.how
 		t.Run(tc.relay+"/"+how, func(t *testing.T) {
 			e := newPooledLoopEnvWith(t, 1, pgwire.UpstreamTLSDisable, tc.relay)
-			holder := connect(t, e.app, pgx.QueryExecModeExec)
-			queued, err := pgconn.Connect(t.Context(), e.app) // logged in while the connection is free
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustExec(t, holder, "BEGIN")
-			mustExec(t, holder, "SELECT 1")
-			hc, err := queued.Hijack()
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder, hc := e.holdTheConnection(t, "")
 			msg := []byte{'Q', 0, 0, 0, 0}
 			msg = append(msg, "UPDATE accounts SET balance = 7 WHERE id = 1\x00"...)
 			binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-1))
@@ -299,17 +313,7 @@ func TestPooledTerminateWhileQueuedRunsNothing(t *testing.T) {
 	for _, relay := range []string{relayLoop, relayGoroutines} {
 		t.Run(relay, func(t *testing.T) {
 			e := newPooledLoopEnvWith(t, 1, pgwire.UpstreamTLSDisable, relay)
-			holder := connect(t, e.app, pgx.QueryExecModeExec)
-			queued, err := pgconn.Connect(t.Context(), e.app+"&application_name=queued")
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustExec(t, holder, "BEGIN")
-			mustExec(t, holder, "SELECT 1")
-			hc, err := queued.Hijack()
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder, hc := e.holdTheConnection(t, "queued")
 			defer hc.Conn.Close()
 			fe := pgproto3.NewFrontend(hc.Conn, hc.Conn)
 			fe.Send(&pgproto3.Query{String: "UPDATE accounts SET balance = 7 WHERE id = 1"})

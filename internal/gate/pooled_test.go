@@ -211,6 +211,22 @@ func TestPooledExtendedSessionSetKeepsTheValueOffTheServer(t *testing.T) {
 	}
 }
 
+// statementsAre fails t unless the gate no longer knows the statements
+// gone and still knows those kept, after what.
+func statementsAre(t *testing.T, w *wire, what string, gone, kept []string) {
+	t.Helper()
+	for _, name := range gone {
+		if _, ok := w.s.PooledStatement(name); ok {
+			t.Errorf("%s: %s still known", what, name)
+		}
+	}
+	for _, name := range kept {
+		if _, ok := w.s.PooledStatement(name); !ok {
+			t.Errorf("%s: %s dropped", what, name)
+		}
+	}
+}
+
 // A client's SQL DEALLOCATE (psycopg 3.1 sends DEALLOCATE ALL after a
 // rollback, and DEALLOCATE name to evict) drops its own protocol-level
 // statements from the gate, and never reaches another client's on the
@@ -247,16 +263,7 @@ func TestPooledDeallocateDropsOnlyTheClientsStatements(t *testing.T) {
 			replies = "TDC" + replies[1:]
 		}
 		w.replies(replies, 'I')
-		for _, name := range tc.gone {
-			if _, ok := w.s.PooledStatement(name); ok {
-				t.Errorf("%s: %s still known", tc.sql, name)
-			}
-		}
-		for _, name := range tc.kept {
-			if _, ok := w.s.PooledStatement(name); !ok {
-				t.Errorf("%s: %s dropped", tc.sql, name)
-			}
-		}
+		statementsAre(t, w, tc.sql, tc.gone, tc.kept)
 	}
 	// A failed Query drops nothing.
 	w := pooledWire(t, nil)
@@ -293,16 +300,7 @@ func TestPooledDeallocateDropsOnlyTheClientsStatements(t *testing.T) {
 		}
 		w.send(syncMsg())
 		w.replies("12CZ", 'I')
-		for _, name := range tc.gone {
-			if _, ok := w.s.PooledStatement(name); ok {
-				t.Errorf("extended %s: %s still known", tc.sql, name)
-			}
-		}
-		for _, name := range tc.kept {
-			if _, ok := w.s.PooledStatement(name); !ok {
-				t.Errorf("extended %s: %s dropped", tc.sql, name)
-			}
-		}
+		statementsAre(t, w, "extended "+tc.sql, tc.gone, tc.kept)
 	}
 }
 
