@@ -344,9 +344,14 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 		}
 		return s.cannotAnalyse(&refLexChanged)
 	}
-	if p.lexUnseen && !s.fencingPossible() && lexRisky(p.text) && p.mayMatter(&s.memo) {
+	if p.lexUnseen && !s.fencingPossible() && !s.cfg.Pooled && lexRisky(p.text) && p.mayMatter(&s.memo) {
 		// See lexUnseen: in a session without fencing it passes, and a
-		// probe follows it.
+		// probe follows it. In transaction pool mode no probe can settle
+		// it (a check never reads the server's fencing settings there):
+		// it is analysed as where fencing is possible, and the statement
+		// after it is checked again (execute), rather than refused: every
+		// pipelined text after the first is lexUnseen, and data such as
+		// 'Reset Café' would be refused in any batch.
 		return s.cannotAnalyse(&refLexChanged)
 	}
 	return s.analyzeKnown(p.text, p.mayMatter(&s.memo))
