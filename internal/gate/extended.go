@@ -253,7 +253,7 @@ func (s *Session) execute(portal string) Decision {
 		before = s.inject(s.decide(known, known))
 		// Code the proxy could not see ran since p was confirmed, or
 		// p's text cannot be read: p may be a COPY … FROM STDIN.
-		s.unit.copyIn = s.unit.copyIn || p.opaque || known.Opaque && s.memo.mayCopyInText(p.text)
+		s.unit.copyIn = s.unit.copyIn || p.opaque || known.Opaque && s.memo.mayCopyIn(p.text, nil)
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		s.byName = portal != "" || p.named
@@ -273,7 +273,7 @@ func (s *Session) execute(portal string) Decision {
 		// without fencing): it may still start COPY-in mode, in which the
 		// server ignores the client's Sync and would take a probe sent
 		// after it for copy data (see endUnit).
-		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyInText(p.text)
+		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(p.text, nil)
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}

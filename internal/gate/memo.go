@@ -23,25 +23,18 @@ const (
 // this of a text it has finished with.
 const maxMemoText = 4 << 10
 
-// of returns the memo for text, starting a new one when text is another.
-func (m *textMemo) of(text string) *textMemo {
-	if text != m.text {
-		*m = textMemo{}
-		if len(text) <= maxMemoText {
-			m.text = text
-		}
-	}
-	return m
-}
-
+// remember returns f(text), the scan v (a field of m) of text, from the
+// memo when it has it; a text over maxMemoText is scanned, not kept.
 func (m *textMemo) remember(v *scan, f func(string) bool, text string) bool {
-	if *v == scanUnknown || m.text != text {
-		r := f(text)
-		if m.text != text {
-			return r // too long to keep
-		}
+	if len(text) > maxMemoText {
+		return f(text)
+	}
+	if text != m.text {
+		*m = textMemo{text: text} // v, a field of m, is cleared too
+	}
+	if *v == scanUnknown {
 		*v = scanNo
-		if r {
+		if f(text) {
 			*v = scanYes
 		}
 	}
@@ -50,12 +43,16 @@ func (m *textMemo) remember(v *scan, f func(string) bool, text string) bool {
 
 // mayMatter is mayMatter(text), remembered.
 func (m *textMemo) mayMatter(text string) bool {
-	return m.of(text).remember(&m.matters, mayMatter, text)
+	return m.remember(&m.matters, mayMatter, text)
 }
 
-// mayCopyInText is mayCopyIn(text, nil), remembered.
-func (m *textMemo) mayCopyInText(text string) bool {
-	return m.of(text).remember(&m.copyIn, mayCopyInText, text)
+// mayCopyIn is mayCopyIn(text, a), the word scan of a text not analysed (a
+// nil) remembered.
+func (m *textMemo) mayCopyIn(text string, a *Analysis) bool {
+	if a != nil {
+		return mayCopyIn(text, a)
+	}
+	return m.remember(&m.copyIn, mayCopyInText, text)
 }
 
 func mayCopyInText(text string) bool { return mayCopyIn(text, nil) }

@@ -32,7 +32,7 @@ func TestTextMemoAnswersAsTheScans(t *testing.T) {
 				if got, want := m.mayMatter(text), mayMatter(text); got != want {
 					t.Errorf("mayMatter(%.40q) = %v, want %v", text, got, want)
 				}
-				if got, want := m.mayCopyInText(text), mayCopyIn(text, nil); got != want {
+				if got, want := m.mayCopyIn(text, nil), mayCopyIn(text, nil); got != want {
 					t.Errorf("mayCopyIn(%.40q) = %v, want %v", text, got, want)
 				}
 			}

@@ -69,7 +69,7 @@ func (s *Session) query(sql string) Decision {
 		// COPY-in mode. A text the gate did not read (it could not matter,
 		// or could not be read in a session without fencing) counts when
 		// it holds the words.
-		s.unit.copyIn = s.unit.copyIn || an.a != nil && mayCopyIn(sql, an.a) || an.a == nil && s.memo.mayCopyInText(sql)
+		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(sql, an.a)
 	}
 	after := s.endUnit(sl)
 	if out == nil {
