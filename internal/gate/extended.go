@@ -261,10 +261,7 @@ func (s *Session) execute(portal string) Decision {
 		before = s.inject(s.decide(st, s.runs(st)))
 		s.byName, s.poolAlone = false, false
 		if p.lexUnseen && lexRisky(p.text) {
-			// Read under settings the proxy may not know (see lexUnseen):
-			// it may have set the token; check the next statement again.
-			s.setMaybe()
-			s.unit.checked = false
+			s.readUnseen()
 		}
 		ops = s.statementOps(st)
 		s.unit.copyIn = s.unit.copyIn || st.CopyIn
@@ -342,16 +339,6 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 		if s.unreadableAsOpaque(p.text) {
 			return analysis{opaque: true}
 		}
-		return s.cannotAnalyse(&refLexChanged)
-	}
-	if p.lexUnseen && !s.fencingPossible() && !s.cfg.Pooled && lexRisky(p.text) && p.mayMatter(&s.memo) {
-		// See lexUnseen: in a session without fencing it passes, and a
-		// probe follows it. In transaction pool mode no probe can settle
-		// it (a check never reads the server's fencing settings there):
-		// it is analysed as where fencing is possible, and the statement
-		// after it is checked again (execute), rather than refused: every
-		// pipelined text after the first is lexUnseen, and data such as
-		// 'Reset Café' would be refused in any batch.
 		return s.cannotAnalyse(&refLexChanged)
 	}
 	return s.analyzeKnown(p.text, p.mayMatter(&s.memo))

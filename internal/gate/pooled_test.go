@@ -776,32 +776,3 @@ func TestPooledSessionSetOfExtraFloatDigitsToAShortestExactValuePasses(t *testin
 		}
 	}
 }
-
-// Every text after the first of a pipeline may be read under settings
-// that code before it changed unseen (lexUnseen). In transaction pool mode
-// no probe can settle that, and a check never reads the server's fencing
-// settings: a risky text (a backslash, a non-ASCII byte) holding a word
-// that may matter is analysed and checked as where fencing is possible,
-// not refused, so a batch of data such as 'Reset Café' runs.
-func TestPooledPipelinedRiskyDataIsAnalysedNotRefused(t *testing.T) {
-	for _, text := range []string{
-		"INSERT INTO t VALUES ('Reset Café')",
-		`INSERT INTO t VALUES ('no reset \ here')`,
-	} {
-		w := pooledWire(t, nil)
-		w.send(parse("", "INSERT INTO t VALUES ('first')"))
-		w.send(bind("", ""))
-		w.send(exec(""))
-		w.send(parse("", text))
-		w.send(bind("", ""))
-		if got := w.send(exec("")); strings.Contains(got, "~raise") {
-			t.Errorf("%s, pipelined: refused: %s", text, got)
-		}
-		w.send(syncMsg())
-		w.replies("12C12CZ", 'I')
-		// The statement after it is checked again: it may have set a token.
-		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "CALL fence.check(") {
-			t.Errorf("%s: the next statement is not checked: %s", text, got)
-		}
-	}
-}

@@ -349,13 +349,32 @@ func (s *Session) setMaybe() {
 // show it (a function, a view's or a trigger's code calling set_config on
 // standard_conforming_strings or client_encoding): something sent before
 // it, in an open extended sequence or in a unit not yet answered, may have
-// run, and its ParameterStatus has not arrived. In a session without
-// fencing, a text that could set the token is then treated as unreadable
-// (it passes, and a probe follows it) rather than trusted to set nothing.
-// Where fencing is possible, a simple Query waits for the answers (inside
-// an open extended sequence it is refused), and a statement prepared so is
-// taken as possibly setting the token: the next statement is checked again.
+// run, and its ParameterStatus has not arrived. A simple Query that could
+// set the token is then treated as unreadable in a session without fencing
+// (it passes, and a probe follows it); where fencing is possible it waits
+// for the answers (inside an open extended sequence it is refused). A
+// statement prepared so is analysed under the settings the proxy knows and
+// taken as possibly setting the token (readUnseen), in every session: a
+// Parse holds one statement, so what it runs is checked where fencing is
+// possible whatever its reading, and the statement after it is checked
+// again. Refusing it instead would refuse every pipelined batch whose data
+// holds a non-ASCII letter (the risky texts, lexRisky) once a text before
+// it had made fencing possible.
 func (s *Session) lexUnseen() bool { return s.extOpen || s.slots.unitsInFlight > 0 }
+
+// readUnseen records that a statement prepared under settings the proxy may
+// not know (lexUnseen) has run: it may have set the token, so the next
+// statement is checked again. In a session (not a transaction pool, where a
+// check never reads the server's fencing settings) a probe after the unit
+// asks the server whether it did, unless the session may hold a token
+// already and no probe is on its way that this would make moot.
+func (s *Session) readUnseen() {
+	if !s.cfg.Pooled && (!s.tokenMaybe || s.probeDue || s.probesOut > 0) {
+		s.unit.probe = true
+	}
+	s.setMaybe()
+	s.unit.checked = false
+}
 
 // beginUnit starts a unit, carrying over the confirmed state of the
 // transaction block only when every earlier unit has been answered.
