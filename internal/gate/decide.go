@@ -387,12 +387,14 @@ func (s *Session) decideOne(st, run *Statement) action {
 		}
 		return action{}
 	case Read:
-		if run.SetsFenceSetting && run.HandOver && run == st {
+		if run.SetsFenceSetting && run.HandOver && run == st && !s.readUnsure {
 			// SELECT set_config('lock.fencing_token', …): it sets the token
 			// the next statements carry; checking the old one first would
 			// refuse the new holder's hand-over. It reads and writes
-			// nothing. Any other form, or one run through EXECUTE or a
-			// cursor, is checked under the token in force before it.
+			// nothing. Any other form, one run through EXECUTE or a
+			// cursor, or one the server may read otherwise (readUnsure:
+			// what the proxy reads as a comment may be code), is checked
+			// under the token in force before it.
 			return action{}
 		}
 	case Write:

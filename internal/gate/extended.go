@@ -107,9 +107,9 @@ func (s *Session) checkAtBind(p *prepared, byName bool) (before []pgproto3.Front
 			return nil, false
 		}
 	}
-	s.byName = byName
+	s.byName, s.readUnsure = byName, p.lexUnseen && lexRisky(p.text)
 	act := s.decideOne(st, run)
-	s.byName = false
+	s.byName, s.readUnsure = false, false
 	if act.kind != actCheck {
 		return nil, false
 	}
@@ -258,11 +258,12 @@ func (s *Session) execute(portal string) Decision {
 		st := &an.a.Statements[0]
 		s.byName = portal != "" || p.named
 		s.poolAlone = !s.unit.ran && s.poolIdle()
+		s.readUnsure = p.lexUnseen && lexRisky(p.text)
 		before = s.inject(s.decide(st, s.runs(st)))
-		s.byName, s.poolAlone = false, false
-		if p.lexUnseen && lexRisky(p.text) {
+		if s.readUnsure {
 			s.readUnseen()
 		}
+		s.byName, s.poolAlone, s.readUnsure = false, false, false
 		ops = s.statementOps(st)
 		s.unit.copyIn = s.unit.copyIn || st.CopyIn
 	case an.a == nil:

@@ -140,6 +140,12 @@ type Session struct {
 	// byName: the statement being decided runs from a name SQL can
 	// redefine (see Session.replaceable); set only around decide.
 	byName bool
+	// readUnsure: the statement being decided was prepared by a Parse the
+	// server may have lexed under settings the proxy has not seen
+	// (lexUnseen, with a risky text): it is read under the known ones, so
+	// it gets no exemption from the check that only a sure reading earns
+	// (the hand-over); set only around decide.
+	readUnsure bool
 	// poolAlone: the statement being decided is alone in its unit, outside
 	// a transaction block the server confirmed (Config.Pooled); set only
 	// around decide.
