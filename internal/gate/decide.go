@@ -238,7 +238,8 @@ func (s *Session) cannotAnalyse(r *refusal) analysis {
 		return analysis{refuse: r, doubt: true}
 	}
 	s.setMaybe()
-	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
+	s.unit.probe, s.unit.checked = true, false
+	s.lexChanging()
 	return analysis{}
 }
 
@@ -654,11 +655,17 @@ func (s *Session) after(st *Statement) {
 		// advance: the next statement checks again. (A statement that
 		// cannot run in a transaction block commits the one it runs in
 		// where the server lets it run at all: in an extended-protocol
-		// pipeline, on servers without PostgreSQL's pipeline check.) It may also revert a SET LOCAL of
-		// standard_conforming_strings or client_encoding: the next text
-		// waits for the server's ParameterStatus.
+		// pipeline, on servers without PostgreSQL's pipeline check.) It may
+		// also revert a change of standard_conforming_strings or
+		// client_encoding made in the transaction, when one may have been
+		// (lexTouched; DISCARD ALL resets them whenever they were set): the
+		// next text waits for the server's ParameterStatus. A change by
+		// code whose text does not show it is reverted unseen, as code
+		// can change them unseen (see lexUnseen).
 		s.unit.checked = false
-		s.unit.lexing = true
+		if s.lexTouched || st.Kind == DiscardAll {
+			s.lexChanging()
+		}
 	}
 	if st.SetsFenceSetting {
 		s.setMaybe()
@@ -672,11 +679,11 @@ func (s *Session) after(st *Statement) {
 		s.setMaybe()
 		s.unit.checked = false
 		s.unit.probe = true
-		s.unit.lexing = true
+		s.lexChanging()
 		s.reg.distrust()
 	}
 	if st.SetsLexing {
-		s.unit.lexing = true
+		s.lexChanging()
 	}
 	switch {
 	case st.Opaque, st.Kind == Commit, st.Kind == Rollback, st.Kind == DiscardAll, st.Kind == NoTxnBlock:

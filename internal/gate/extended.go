@@ -212,7 +212,8 @@ func (s *Session) functionCall() Decision {
 		return s.refuseQuery(refFunctionCall, nil)
 	}
 	s.setMaybe()
-	s.unit.probe, s.unit.lexing, s.unit.checked = true, true, false
+	s.unit.probe, s.unit.checked = true, false
+	s.lexChanging()
 	s.trust = 0 // the function may set the fencing settings, or end the transaction
 	s.reg.distrust()
 	return Decision{After: s.endUnit(slot{kind: slotFunctionCall})}

@@ -88,3 +88,52 @@ func successFor(upstream string, token bool) string {
 	}
 	return b.String()
 }
+
+// A pipeline of whole transactions (psycopg's pipeline mode with a
+// transaction block per batch, JDBC batches with autocommit off): the end
+// of a transaction may revert a change of the lexing settings made in it,
+// but only when one may have been made (lexTouched); otherwise the texts
+// after a COMMIT are read as any pipelined text is, and data holding
+// "fence", "u&" or a directive's words runs, with or without a token.
+func TestPipelinedTransactionsOfRiskyDataAreNotRefused(t *testing.T) {
+	batch := []string{
+		"BEGIN", "INSERT INTO t VALUES ('first')", "COMMIT",
+		"BEGIN", "INSERT INTO t VALUES ('Reset Café')", "INSERT INTO t VALUES ('garden fence é')",
+		"INSERT INTO t VALUES ('U&Café')", "/* fencing_token=5 resource=r */ INSERT INTO t VALUES ('é')", "ROLLBACK",
+		"BEGIN", "INSERT INTO t VALUES ('fence é')", "COMMIT",
+	}
+	for name, start := range map[string]func(t *testing.T) *wire{
+		"session without a token": func(t *testing.T) *wire { return newWire(t, nil, false) },
+		"session with a token":    func(t *testing.T) *wire { return newWire(t, nil, true) },
+		"transaction pool":        func(t *testing.T) *wire { return pooledWire(t, nil) },
+	} {
+		w := start(t)
+		for _, text := range batch {
+			w.send(parse("", text))
+			got := w.send(bind("", "")) + w.send(exec(""))
+			if strings.Contains(got, "~raise") {
+				t.Errorf("%s: %q refused: %s", name, text, got)
+			}
+		}
+	}
+}
+
+// The same pipeline after a change of standard_conforming_strings in the
+// transaction: the COMMIT may revert it, so a risky text after it that may
+// carry what the proxy reads from text (a directive) is refused where the
+// session may hold a token.
+func TestRiskyTextPipelinedAfterARevertedLexingChangeIsRefused(t *testing.T) {
+	for _, end := range []string{"COMMIT", "ROLLBACK", "ROLLBACK TO sp"} {
+		w := newWire(t, nil, true)
+		for _, text := range []string{"BEGIN", "SAVEPOINT sp", "SET LOCAL standard_conforming_strings = off", end} {
+			w.send(parse("", text))
+			w.send(bind("", ""))
+			w.send(exec(""))
+		}
+		w.send(parse("", "/* fencing_token=5 resource=r */ INSERT INTO t VALUES ('é')"))
+		got := w.send(bind("", "")) + w.send(exec(""))
+		if !strings.Contains(got, "~raise") {
+			t.Errorf("after %s: not refused: %s", end, got)
+		}
+	}
+}

@@ -250,6 +250,9 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	s.lastReady = status
 	if status == 'I' {
 		s.reg.transactionEnded() // portals do not outlive their transaction
+		if s.slots.unitsInFlight == 0 && !s.extOpen {
+			s.lexTouched = false // nothing sent is unanswered, no transaction open
+		}
 	}
 	switch {
 	case u.precheck:

@@ -127,7 +127,13 @@ type Session struct {
 
 	lastCheck fencestore.CheckArgs // what the last check decided carried (LastCheck)
 
-	lexPending int  // units in flight that may change lexing settings
+	lexPending int // units in flight that may change lexing settings
+	// lexTouched: something that may change the lexing settings (a SET of
+	// them, code the proxy cannot see, text it cannot read) was sent
+	// since the session was last idle with every unit answered: only then
+	// may the end of a transaction or a savepoint's rollback revert such a
+	// change (see lexChanging).
+	lexTouched bool
 	extOpen    bool // extended-protocol messages sent since the last Sync
 	probeDue   bool // a probe waits for the next boundary both sides agree on
 	skipping   bool // the server is skipping every message up to the client's Sync, after an error
@@ -348,6 +354,14 @@ func (s *Session) awaitProbe(fresh bool) (Decision, bool) {
 func (s *Session) setMaybe() {
 	s.tokenMaybe = true
 	s.maybeGen++
+}
+
+// lexChanging records that the current unit may change the lexing
+// settings: texts after it, until its answer, are read under settings the
+// proxy cannot know.
+func (s *Session) lexChanging() {
+	s.unit.lexing = true
+	s.lexTouched = true
 }
 
 // lexUnseen reports whether the server may read the next text under
