@@ -53,7 +53,7 @@ var (
 		detail:  "A fast-path function call is fenced only inside a transaction that has passed its check.",
 		hint:    "Call the function with SELECT instead."}
 	refPrepareTxn = refusal{code: codeCannotFence,
-		message: "fenceproxy: PREPARE TRANSACTION cannot run in a session that may carry a fencing token",
+		message: "fenceproxy: PREPARE TRANSACTION cannot run in a transaction that may have passed a fence check, or in a session that may carry a fencing token",
 		detail:  "A transaction that passed a fence check holds its resource's high-water mark locked; a prepared one would hold it until COMMIT PREPARED or ROLLBACK PREPARED, blocking every later holder.",
 		hint:    "Commit or roll back instead."}
 )
@@ -274,6 +274,7 @@ func raiseR(r refusal) action { return action{kind: actRaise, refuse: r} }
 func (s *Session) decide(st, run *Statement) action {
 	a := s.decideOne(st, run)
 	if a.kind == actCheck {
+		s.checkSent = true
 		s.unit.checked = true
 		s.unit.key = keyOf(a.args, a.extra)
 		s.lastCheck = a.args
@@ -373,11 +374,11 @@ func (s *Session) decideOne(st, run *Statement) action {
 		return action{kind: actRaise, refuse: refusalSessionSet}
 	}
 	byName := s.replaceable(st, run) && !run.txnControl()
+	if run.PreparesTxn && (s.fencingPossible() || s.checkSent) {
+		return raiseR(refPrepareTxn)
+	}
 	switch run.Kind {
 	case Commit:
-		if run.PreparesTxn && s.fencingPossible() {
-			return raiseR(refPrepareTxn)
-		}
 		return action{}
 	case NoTxnBlock, DiscardAll:
 		if run.Kind == NoTxnBlock && (dir.Token != 0 || s.cfg.protection(run.Writes).found) {
@@ -743,6 +744,10 @@ func unknownRun() *Statement { return &Statement{Kind: Write} }
 // statement without the comment).
 func (s *Session) opaqueRunOf(p *prepared) *Statement {
 	run := opaqueRun()
+	// Code can replace a statement only by SQL PREPARE, which holds a
+	// query or DML statement: one whose text the proxy read as PREPARE
+	// TRANSACTION may still be that.
+	run.PreparesTxn = p.text != "" && containsFold(p.text, "prepare") && containsFold(p.text, "transaction")
 	switch {
 	case p.st != nil:
 		run.Directives = p.st.Directives

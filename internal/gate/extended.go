@@ -113,7 +113,7 @@ func (s *Session) checkAtBind(p *prepared, byName bool) (before []pgproto3.Front
 	if act.kind != actCheck {
 		return nil, false
 	}
-	s.unit.checked, s.unit.key = true, keyOf(act.args, act.extra)
+	s.unit.checked, s.unit.key, s.checkSent = true, keyOf(act.args, act.extra), true
 	return s.inject(act), false
 }
 

@@ -134,6 +134,10 @@ type Session struct {
 	// may the end of a transaction or a savepoint's rollback revert such a
 	// change (see lexChanging).
 	lexTouched bool
+	// checkSent: a check was sent since the session was last idle with
+	// every unit answered: the open transaction may hold a resource's
+	// mark locked, which PREPARE TRANSACTION would keep locked.
+	checkSent bool
 	extOpen    bool // extended-protocol messages sent since the last Sync
 	probeDue   bool // a probe waits for the next boundary both sides agree on
 	skipping   bool // the server is skipping every message up to the client's Sync, after an error
