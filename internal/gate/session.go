@@ -138,11 +138,11 @@ type Session struct {
 	// every unit answered: the open transaction may hold a resource's
 	// mark locked, which PREPARE TRANSACTION would keep locked.
 	checkSent bool
-	extOpen    bool // extended-protocol messages sent since the last Sync
-	probeDue   bool // a probe waits for the next boundary both sides agree on
-	skipping   bool // the server is skipping every message up to the client's Sync, after an error
-	probeIdle  bool // a probe answered inside a transaction block: probe again once it ends
-	probesOut  int  // probes sent and not yet answered
+	extOpen   bool // extended-protocol messages sent since the last Sync
+	probeDue  bool // a probe waits for the next boundary both sides agree on
+	skipping  bool // the server is skipping every message up to the client's Sync, after an error
+	probeIdle bool // a probe answered inside a transaction block: probe again once it ends
+	probesOut int  // probes sent and not yet answered
 	// rerun: the statement being decided runs from a portal that may have
 	// run before (see unitState.bound): it sets nothing for the
 	// transaction the proxy may trust.
