@@ -301,11 +301,11 @@ func (s *Session) decide(st, run *Statement) action {
 	default:
 		s.after(st)
 	}
-	if run != nil && st.Registry != RegFetch && (run.CopyIn || run != st && run.Opaque) {
+	if run != nil && st.Registry != RegFetch && run.CopyIn {
 		// SQL EXECUTE of a COPY … FROM STDIN prepared by Parse, or of a
-		// statement the proxy no longer knows, which may be one. (FETCH
-		// and MOVE run only portals that return rows: PortalRunFetch
-		// refuses any other.)
+		// statement the proxy no longer knows whose text held one (see
+		// opaqueRunOf). (FETCH and MOVE run only portals that return
+		// rows: PortalRunFetch refuses any other.)
 		s.unit.copyIn = true
 	}
 	return a
@@ -669,8 +669,14 @@ func (s *Session) after(st *Statement) {
 		}
 	}
 	if st.SetsFenceSetting {
-		s.setMaybe()
-		s.unit.checked = false
+		if st.FenceReset != 0 {
+			// RESET, SET … TO DEFAULT: the session may hold no token
+			// after it; a probe says so (see maySetToken).
+			s.maySetToken()
+		} else {
+			s.setMaybe()
+			s.unit.checked = false
+		}
 		if st.Kind == DiscardAll {
 			s.unit.probe = true // it may clear the token
 		}
@@ -726,7 +732,7 @@ func (s *Session) sessionKey() checkKey {
 
 // opaqueRun stands for a statement whose text the proxy cannot know: it is
 // checked wherever the session may hold a token, and followed by a probe.
-func opaqueRun() *Statement { return &Statement{Kind: Write, Opaque: true} }
+func opaqueRun() *Statement { return &Statement{Kind: Write, Opaque: true, CopyIn: true} }
 
 // unknownRun stands for a portal the proxy never saw bound (a refcursor a
 // function opened), or that does not exist (then nothing runs): a query or
@@ -747,7 +753,9 @@ func (s *Session) opaqueRunOf(p *prepared) *Statement {
 	// Code can replace a statement only by SQL PREPARE, which holds a
 	// query or DML statement: one whose text the proxy read as PREPARE
 	// TRANSACTION may still be that.
+	// Nor can a replacement be a COPY: only a text that held one may.
 	run.PreparesTxn = p.text != "" && containsFold(p.text, "prepare") && containsFold(p.text, "transaction")
+	run.CopyIn = p.text != "" && mayCopyIn(p.text, nil)
 	switch {
 	case p.st != nil:
 		run.Directives = p.st.Directives

@@ -253,8 +253,9 @@ func (s *Session) execute(portal string) Decision {
 	case known != nil:
 		before = s.inject(s.decide(known, known))
 		// Code the proxy could not see ran since p was confirmed, or
-		// p's text cannot be read: p may be a COPY … FROM STDIN.
-		s.unit.copyIn = s.unit.copyIn || p.opaque || known.Opaque && s.memo.mayCopyIn(p.text, nil)
+		// p's text cannot be read: p may be a COPY … FROM STDIN where its
+		// text held one (see opaqueRunOf).
+		s.unit.copyIn = s.unit.copyIn || known.CopyIn
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		s.byName = portal != "" || p.named
@@ -262,7 +263,7 @@ func (s *Session) execute(portal string) Decision {
 		s.readUnsure = p.lexUnseen && lexRisky(p.text)
 		before = s.inject(s.decide(st, s.runs(st)))
 		if s.readUnsure {
-			s.readUnseen()
+			s.maySetToken() // see lexUnseen
 		}
 		s.byName, s.poolAlone, s.readUnsure = false, false, false
 		ops = s.statementOps(st)
@@ -327,7 +328,7 @@ func (s *Session) resolve(p *prepared) (*Statement, analysis) {
 	}
 	an := s.analyzePrepared(p)
 	if an.opaque {
-		return opaqueRun(), analysis{}
+		return s.opaqueRunOf(p), analysis{}
 	}
 	return nil, an
 }

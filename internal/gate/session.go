@@ -378,7 +378,7 @@ func (s *Session) lexChanging() {
 // (it passes, and a probe follows it); where fencing is possible it waits
 // for the answers (inside an open extended sequence it is refused). A
 // statement prepared so is analysed under the settings the proxy knows and
-// taken as possibly setting the token (readUnseen), in every session: a
+// taken as possibly setting the token (maySetToken), in every session: a
 // Parse holds one statement, so what it runs is checked where fencing is
 // possible whatever its reading, and the statement after it is checked
 // again. Refusing it instead would refuse every pipelined batch whose data
@@ -386,13 +386,15 @@ func (s *Session) lexChanging() {
 // it had made fencing possible.
 func (s *Session) lexUnseen() bool { return s.extOpen || s.slots.unitsInFlight > 0 }
 
-// readUnseen records that a statement prepared under settings the proxy may
-// not know (lexUnseen) has run: it may have set the token, so the next
-// statement is checked again. In a session (not a transaction pool, where a
-// check never reads the server's fencing settings) a probe after the unit
-// asks the server whether it did, unless the session may hold a token
-// already and no probe is on its way that this would make moot.
-func (s *Session) readUnseen() {
+// maySetToken records that the statement being decided may set the token
+// (a SET or RESET of lock.*, or a statement prepared under settings the
+// proxy may not know: see lexUnseen): the next statement is checked again.
+// In a session (not a transaction pool, where a check never reads the
+// server's fencing settings) a probe after the unit asks the server
+// whether a token is set, unless the session may hold one already and no
+// probe is on its way that this would make moot: else a session that a
+// RESET ALL left without a token would be checked for good.
+func (s *Session) maySetToken() {
 	if !s.cfg.Pooled && (!s.tokenMaybe || s.probeDue || s.probesOut > 0) {
 		s.unit.probe = true
 	}
