@@ -294,7 +294,18 @@ func (s *Session) decide(st, run *Statement) action {
 		// prepared by Parse may itself be a PREPARE, DEALLOCATE, DECLARE
 		// or CLOSE, which changes names whose change the proxy would not
 		// follow.
-		s.after(run)
+		if st.Registry == RegFetch {
+			// FETCH and MOVE may evaluate no row (FETCH 0, MOVE 0, a
+			// portal run to its end): what the portal sets for the
+			// transaction may never have been set, as for a portal run
+			// again (see unitState.bound).
+			rerun := s.rerun
+			s.rerun = true
+			s.after(run)
+			s.rerun = rerun
+		} else {
+			s.after(run)
+		}
 		if run != st && run.Registry != RegNone {
 			s.reg.distrust()
 		}

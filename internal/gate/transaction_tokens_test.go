@@ -394,7 +394,8 @@ func TestTransactionTokensRollbackToSavepointRestoresTrust(t *testing.T) {
 // A portal runs its statement once: executed again it returns no more rows
 // and sets nothing. A set_config there counts only at the first Execute
 // after its Bind in the same unit (where the server runs them in order);
-// a portal bound in an earlier unit, or executed again, grants no trust.
+// a portal bound in an earlier unit, executed again, or run by SQL FETCH or
+// MOVE (which may evaluate no row of it) grants no trust.
 func TestTransactionTokensPortalSetsOnlyAtItsFirstExecute(t *testing.T) {
 	setUp := func(t *testing.T) *wire {
 		w := txnTokensWire(t, false)
@@ -445,6 +446,23 @@ func TestTransactionTokensPortalSetsOnlyAtItsFirstExecute(t *testing.T) {
 			t.Fatalf("check before the UPDATE is %s, want guarded", got)
 		}
 	})
+	// SQL FETCH and MOVE may evaluate no row of it (FETCH 0, MOVE 0, a
+	// portal at its end).
+	for _, fetch := range []string{"FETCH 0 FROM p", "MOVE 0 IN p", "FETCH ALL FROM p"} {
+		t.Run(fetch, func(t *testing.T) {
+			w := setUp(t)
+			w.send(q("RESET lock.resource"))
+			w.replies("CZ", 'T')
+			up := w.send(parse("s", "SELECT set_config('lock.resource', 'r', true)"))
+			up += " " + w.send(bind("p", "s")) + " " + w.send(syncMsg())
+			w.replies(successFor(up, false), 'T')
+			checks := strings.Count(w.send(q(fetch)), "fence.check(")
+			w.replies(strings.Repeat("C", checks+1)+"Z", 'T')
+			if got := checkBefore(t, w); got != "guarded" {
+				t.Fatalf("check before the UPDATE is %s, want guarded", got)
+			}
+		})
+	}
 }
 
 // Where the server lets a statement that cannot run in a transaction block
