@@ -133,6 +133,11 @@ type Statement struct {
 	// set_config form); opaque code is not counted here.
 	FenceLocal, FenceReset uint8
 	FenceSession           bool
+	// FenceParam: a set_config of FenceLocal takes its value from a
+	// parameter, which may be NULL: the server then resets the setting for
+	// the transaction to the connection's default, not to a value the
+	// transaction set.
+	FenceParam bool
 
 	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
 	// transaction that declared it, once that transaction commits.
@@ -627,8 +632,8 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 		st.FenceReset = fenceToken | fenceResource
 		return true
 	case *pg_query.Node_SelectStmt:
-		bits, ok := localSetConfigs(s.SelectStmt)
-		st.FenceLocal = bits
+		bits, param, ok := localSetConfigs(s.SelectStmt)
+		st.FenceLocal, st.FenceParam = bits, param && bits != 0
 		return ok
 	}
 	return false
@@ -642,29 +647,41 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 // only), evaluated once (no LIMIT, OFFSET or FETCH, which may evaluate
 // none) and with no other clause (ORDER BY, DISTINCT ON and WINDOW hold
 // expressions of their own, which this does not read); and ok false for
-// any other statement. A value computed by other
-// code could itself set a setting for the session; a NULL value resets the
-// setting to the session's default, which the transaction did not set.
-func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, ok bool) {
+// any other statement; param reports a value that is a parameter. A value
+// computed by other code could itself set a setting for the session; a
+// NULL value resets the setting to the session's default, which the
+// transaction did not set (a parameter may be NULL: see FenceParam).
+func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, param, ok bool) {
 	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
 		len(sel.TargetList) == 0 || len(sel.ValuesLists) > 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil ||
 		sel.LimitCount != nil || sel.LimitOffset != nil ||
 		len(sel.SortClause) > 0 || len(sel.DistinctClause) > 0 || len(sel.WindowClause) > 0 || len(sel.LockingClause) > 0 || sel.IntoClause != nil {
-		return 0, false
+		return 0, false, false
 	}
 	for _, t := range sel.TargetList {
 		fc := t.GetResTarget().GetVal().GetFuncCall()
 		if fc == nil || !isCatalogFunc(fc.Funcname, "set_config") || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil ||
 			fc.AggStar || fc.FuncVariadic || len(fc.AggOrder) > 0 {
-			return 0, false
+			return 0, false, false
 		}
 		name, okName := constString(fc.Args[0])
 		if !okName || !plainValue(fc.Args[1]) || !constTrue(fc.Args[2]) {
-			return 0, false
+			return 0, false, false
 		}
-		bits |= fenceBit(name)
+		if b := fenceBit(name); b != 0 {
+			bits |= b
+			param = param || isParam(fc.Args[1])
+		}
 	}
-	return bits, true
+	return bits, param, true
+}
+
+// isParam reports whether n is a parameter, possibly cast (see plainValue).
+func isParam(n *pg_query.Node) bool {
+	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
+		n = tc.Arg
+	}
+	return n.GetParamRef() != nil
 }
 
 // isCatalogFunc reports whether names is the unqualified or

@@ -416,8 +416,21 @@ func (s *Session) poolRefusal(st, run *Statement) *refusal {
 		return nil
 	case run.FenceSession || run.poolSet != nil:
 		return &refPoolSession
+	case run.FenceParam:
+		return &refPoolParamSet
 	}
 	return nil
+}
+
+// refPoolParamSet refuses set_config(lock.*, $1, true) in transaction pool
+// mode: a NULL parameter would reset the setting, for the transaction, to
+// the shared connection's default, where the client's own server would
+// reset it to the client's startup value; the proxy cannot see the value.
+var refPoolParamSet = refusal{
+	code:    codeSessionToken,
+	message: "fenceproxy: set_config of lock.fencing_token or lock.resource with a parameter for its value cannot be fenced in transaction pool mode",
+	detail:  "A NULL value would reset the setting to the shared server connection's default, not to this session's; the proxy does not see the parameter's value.",
+	hint:    "Pass the value as a literal (set_config('lock.fencing_token', '42', true)), use SET LOCAL, or carry it in a /* fencing_token=N resource=R */ comment.",
 }
 
 // withTracked fills in what d lacks from the session's tracked settings,

@@ -776,3 +776,29 @@ func TestPooledSessionSetOfExtraFloatDigitsToAShortestExactValuePasses(t *testin
 		}
 	}
 }
+
+// set_config(lock.*, $1, true) bound to NULL resets the setting for the
+// transaction to the shared connection's default, where the client's own
+// server would go back to its startup value; the proxy does not see Bind
+// parameters. In transaction pool mode it is refused, in any form.
+func TestPooledSetConfigOfAParameterIsRefused(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT set_config('lock.fencing_token', $1, true)",
+		"SELECT pg_catalog.set_config('lock.resource', $1::text, true)",
+		"SELECT set_config('application_name', 'x', true), set_config('lock.fencing_token', $2, true)",
+	} {
+		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=r"})
+		w.send(q("BEGIN"))
+		w.replies("CZ", 'T')
+		w.send(parse("", sql))
+		if got := w.send(bind("", "")) + " " + w.send(exec("")); !strings.Contains(got, "~raise") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	// A parameter for another setting's value is no concern of the gate.
+	w := pooledWire(t, nil)
+	w.send(parse("", "SELECT set_config('application_name', $1, true)"))
+	if got := w.send(bind("", "")) + " " + w.send(exec("")); strings.Contains(got, "~raise") {
+		t.Errorf("set_config of application_name refused: %s", got)
+	}
+}
