@@ -48,6 +48,10 @@ var (
 		message: "fenceproxy: cannot fence this statement: a name from the proxy's config has non-ASCII characters",
 		detail:  "A table it writes, or a resource name from the config, has non-ASCII characters, and client_encoding is not UTF8 (or is changing), so the server would not read the name as the config spells it.",
 		hint:    "Use client_encoding UTF8."}
+	refTrackedEncoding = refusal{code: codeCannotFence,
+		message: "fenceproxy: cannot fence this statement: the session's lock.resource has non-ASCII characters written under another client_encoding",
+		detail:  "In transaction pool mode the proxy passes the session's resource to each check as text, which the server reads in the client_encoding in force; the name was set (or given at startup) under another encoding, or client_encoding is not UTF8, so the server would check another resource.",
+		hint:    "Use client_encoding UTF8 throughout, or carry the resource in the transaction (SET LOCAL lock.resource, or a /* resource=R */ comment)."}
 	refFunctionCall = refusal{code: codeCannotFence,
 		message: "fenceproxy: a fast-path function call cannot be fenced here",
 		detail:  "A fast-path function call is fenced only inside a transaction that has passed its check.",
@@ -379,6 +383,9 @@ func (s *Session) decideOne(st, run *Statement) action {
 	if s.cfg.Pooled {
 		if r := s.poolRefusal(st, run); r != nil {
 			return raiseR(*r)
+		}
+		if dir.Resource == "" && s.trust&fenceResource == 0 && s.trackedResourceUnsure() {
+			return raiseR(refTrackedEncoding)
 		}
 		dir = s.withTracked(dir)
 	} else if s.cfg.TransactionTokens && run.FenceSession {

@@ -514,11 +514,21 @@ func (s *Session) applyPoolSet(p *poolSet) {
 		}
 	}
 	if p.bits&fenceResource != 0 {
-		s.tracked.Resource = s.startup.Resource
+		s.tracked.Resource, s.trackedEnc = s.startup.Resource, s.startupEnc
 		if !p.reset {
-			s.tracked.Resource = p.value
+			s.tracked.Resource, s.trackedEnc = p.value, s.settings.encoding
 		}
 	}
+}
+
+// trackedResourceUnsure reports whether the tracked resource, passed to a
+// check as a literal, may read otherwise than the client wrote it: the
+// server converts the check's text from the client_encoding in force, and
+// a name with non-ASCII bytes written under another encoding (a SET before
+// SET client_encoding; startup options, which PostgreSQL keeps as sent)
+// would name another resource, with another mark.
+func (s *Session) trackedResourceUnsure() bool {
+	return !isASCII(s.tracked.Resource) && (s.trackedEnc != s.settings.encoding || !s.bytesAsUTF8() || s.unit.lexing)
 }
 
 // poolUnitFailed marks the unit an error answered as not changing the

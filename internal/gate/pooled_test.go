@@ -802,3 +802,49 @@ func TestPooledSetConfigOfAParameterIsRefused(t *testing.T) {
 		t.Errorf("set_config of application_name refused: %s", got)
 	}
 }
+
+// The tracked resource goes to each check as text, which the server reads
+// in the client_encoding in force: a name with non-ASCII bytes written
+// under another encoding (a SET before SET client_encoding; startup
+// options, which PostgreSQL keeps as sent) would be checked as another
+// resource. Such a check is refused; under UTF8 throughout it runs.
+func TestPooledTrackedResourceIsCheckedOnlyInTheEncodingItWasWritten(t *testing.T) {
+	latin1 := func(w *wire) {
+		w.send(q("SET client_encoding = 'LATIN1'"))
+		w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "LATIN1"})
+		w.replies("CZ", 'I')
+	}
+	t.Run("set under UTF8, checked under LATIN1", func(t *testing.T) {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+		w.send(q("SET lock.resource = 'é'"))
+		w.replies("CZ", 'I')
+		latin1(w)
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "0A000") {
+			t.Errorf("not refused: %s", got)
+		}
+	})
+	t.Run("startup options, checked under LATIN1", func(t *testing.T) {
+		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=é"})
+		latin1(w)
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "0A000") {
+			t.Errorf("not refused: %s", got)
+		}
+	})
+	t.Run("UTF8 throughout", func(t *testing.T) {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+		w.send(q("SET lock.resource = 'é'"))
+		w.replies("CZ", 'I')
+		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "fence.check('42', 'é'") {
+			t.Errorf("not checked under 'é': %s", got)
+		}
+	})
+	t.Run("the transaction's own resource", func(t *testing.T) {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+		w.send(q("SET lock.resource = 'é'"))
+		w.replies("CZ", 'I')
+		latin1(w)
+		if got := w.send(q("/* resource=r */ UPDATE t SET v = 1")); strings.Contains(got, "0A000") {
+			t.Errorf("refused with a resource of its own: %s", got)
+		}
+	})
+}

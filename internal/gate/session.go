@@ -201,6 +201,9 @@ type Session struct {
 	tracked     Tracked
 	startup     Tracked // what RESET and SET … TO DEFAULT go back to
 	poolPending int
+	// trackedEnc, startupEnc: the client_encoding the tracked (startup)
+	// resource's bytes were written in (see trackedResourceUnsure).
+	trackedEnc, startupEnc string
 }
 
 // NewSession returns the state machine for a connection whose startup
@@ -211,6 +214,11 @@ func NewSession(cfg *Config, params map[string]string) *Session {
 	if cfg != nil && cfg.Pooled {
 		s.tracked, _, _ = PooledStartup(params) // CheckStartup refused what is invalid
 		s.startup = s.tracked
+		s.startupEnc = strings.ToUpper(params["client_encoding"])
+		if s.startupEnc == "" || s.startupEnc == "UTF-8" {
+			s.startupEnc = "UTF8"
+		}
+		s.trackedEnc = s.startupEnc
 	}
 	return s
 }
