@@ -418,8 +418,21 @@ func (s *Session) poolRefusal(st, run *Statement) *refusal {
 		return &refPoolSession
 	case run.FenceParam:
 		return &refPoolParamSet
+	case run.Local && run.FenceReset != 0:
+		return &refPoolLocalDefault
 	}
 	return nil
+}
+
+// refPoolLocalDefault refuses SET LOCAL lock.… TO DEFAULT in transaction
+// pool mode: the client's server would go back to the client's startup
+// value for the transaction, the shared connection to its own default; the
+// proxy keeps no per-transaction memory of a reset to pass the former.
+var refPoolLocalDefault = refusal{
+	code:    codeSessionToken,
+	message: "fenceproxy: SET LOCAL of lock.fencing_token or lock.resource TO DEFAULT cannot be fenced in transaction pool mode",
+	detail:  "The shared server connection's default is not this session's startup value, which the proxy would have to pass to the checks of the rest of the transaction.",
+	hint:    "SET LOCAL the value itself.",
 }
 
 // refPoolParamSet refuses set_config(lock.*, $1, true) in transaction pool

@@ -848,3 +848,18 @@ func TestPooledTrackedResourceIsCheckedOnlyInTheEncodingItWasWritten(t *testing.
 		}
 	})
 }
+
+// SET LOCAL lock.… TO DEFAULT goes back, on the client's own server, to
+// its startup value for the rest of the transaction; on a shared connection
+// to the connection's default. The proxy refuses it rather than check
+// under either.
+func TestPooledSetLocalToDefaultIsRefused(t *testing.T) {
+	for _, sql := range []string{"SET LOCAL lock.fencing_token TO DEFAULT", "SET LOCAL lock.resource = DEFAULT"} {
+		w := pooledWire(t, map[string]string{"lock.fencing_token": "7", "lock.resource": "r"})
+		w.send(q("SET lock.fencing_token = 42"))
+		w.replies("CZ", 'I')
+		if got := w.send(q("BEGIN; " + sql + "; UPDATE t SET v = 1")); !strings.Contains(got, "55Z05") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+}
