@@ -51,6 +51,11 @@ var knownPsycopgDifferences = map[string]string{
 	// PipelineAborted once in two full runs through the proxy (2026-12-02);
 	// alone it passed 4 runs of 4 through the proxy.
 	"tests.test_pipeline::test_errors_raised_on_commit": "upstream-flakey pipeline race",
+	// The same test in asyncio, marked flakey upstream likewise: it failed
+	// so once in a full run through the proxy (2026-12-06, main 6c64c28),
+	// and once in three runs of it alone (-k test_errors_raised), against
+	// none of three direct.
+	"tests.test_pipeline_async::test_errors_raised_on_commit": "upstream-flakey pipeline race",
 }
 
 func knownPsycopg(name string) bool {
