@@ -277,7 +277,11 @@ func (s *Session) Client(m Msg) Decision {
 	if s.trustUnknown(m.Type) {
 		return Decision{Wait: true}
 	}
+	pre := s.probeFirst(m.Type)
 	d := s.client(m)
+	if pre != nil {
+		d.Before = append(pre, d.Before...)
+	}
 	if m.Type == 'E' && !d.Wait {
 		s.unit.ran = true // whatever it runs, analysed or not
 	}
@@ -311,6 +315,21 @@ func (s *Session) client(m Msg) Decision {
 		return s.copyEnd()
 	}
 	return Decision{} // Flush, copy data, Terminate: no reply of their own
+}
+
+// probeFirst returns a probe that is due to send before a client message
+// of type typ, when the message begins a unit while the session is idle,
+// with every unit answered: a probe postponed because its answer came
+// inside a transaction block (probeIdle) would otherwise go after the
+// client's next unit, inside the block a BEGIN opens, where its query would
+// take the block's snapshot, and make SET TRANSACTION ISOLATION LEVEL fail.
+func (s *Session) probeFirst(typ byte) []pgproto3.FrontendMessage {
+	if !s.probeDue || s.cfg.Pooled || s.unit.open || s.extOpen || s.slots.unitsInFlight > 0 || s.lastReady != 'I' ||
+		s.copyActive || s.copyPending || strings.IndexByte("QPBEDCF", typ) < 0 {
+		return nil
+	}
+	s.probeDue = false
+	return s.probe()
 }
 
 // trustUnknown reports whether a client message of type typ would begin a
