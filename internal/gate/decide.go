@@ -685,6 +685,10 @@ func (s *Session) after(st *Statement) {
 		if s.lexTouched || st.Kind == DiscardAll {
 			s.lexChanging()
 		}
+		s.endGen++
+		if s.maybeAtEnd {
+			s.maySetToken() // see Session.maybeAtEnd
+		}
 	}
 	if st.SetsFenceSetting {
 		if st.FenceReset != 0 {
@@ -701,6 +705,7 @@ func (s *Session) after(st *Statement) {
 	}
 	if st.Opaque {
 		// DO, CALL, EXECUTE: the code may set the token, or COMMIT.
+		s.endGen++
 		s.setMaybe()
 		s.unit.checked = false
 		s.unit.probe = true

@@ -265,13 +265,21 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	case u.probe:
 		s.probesOut--
 		switch {
+		case status == 'T' && u.gen == s.maybeGen && u.endGen == s.endGen:
+			// Inside a transaction block, with nothing sent since the probe
+			// that may set a token or end the block: the session holds none
+			// for now. The block's end, or a rollback to a savepoint, may
+			// bring back a value set before (a SET LOCAL undone): the
+			// statement that does it makes it possibly fenced again
+			// (maybeAtEnd), and is probed.
+			s.tokenMaybe, s.maybeAtEnd = false, true
 		case status != 'I':
-			// Inside a transaction block the answer may not last: a SET
-			// LOCAL, or a ROLLBACK, may bring another value back. Probe
-			// again once the block has ended.
+			// Something that may end the block was sent since the probe, or
+			// the block failed: probe again once the block has ended.
 			s.probeIdle = true
 		case u.gen == s.maybeGen:
 			s.tokenMaybe = false // nothing set it since the probe was sent
+			s.maybeAtEnd = false
 		}
 		return Verdict{Act: Hide}
 	}

@@ -134,6 +134,14 @@ type Session struct {
 	// may the end of a transaction or a savepoint's rollback revert such a
 	// change (see lexChanging).
 	lexTouched bool
+	// endGen counts the statements decided that may end a transaction or
+	// roll back to a savepoint; maybeAtEnd: a probe answered inside a
+	// transaction block found no token, and the session was taken to hold
+	// none for the rest of the block: the block's end may bring back a
+	// value set before it, so the statement that ends it makes the session
+	// possibly fenced again, and a probe follows it.
+	endGen     uint64
+	maybeAtEnd bool
 	// checkSent: a check was sent since the session was last idle with
 	// every unit answered: the open transaction may hold a resource's
 	// mark locked, which PREPARE TRANSACTION would keep locked.
@@ -558,7 +566,7 @@ func (s *Session) probe() []pgproto3.FrontendMessage {
 	s.setMaybe()
 	s.probesOut++
 	msgs := s.injected(slot{inj: true, probe: true}, probeName, fencestore.ProbeStatement, nil, true)
-	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen})
+	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen, endGen: s.endGen})
 	return append(msgs, &pgproto3.Sync{})
 }
 
