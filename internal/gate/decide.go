@@ -238,7 +238,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 // text passes, and the session may hold a token from then on, until a
 // probe says otherwise.
 func (s *Session) cannotAnalyse(r *refusal) analysis {
-	if s.fencingPossible() || s.cfg.Pooled {
+	if s.unreadUnsafe() || s.cfg.Pooled {
 		return analysis{refuse: r, doubt: true}
 	}
 	s.setMaybe()
@@ -661,6 +661,7 @@ func first(s []string) string {
 // after applies what st does to the fencing state once it has run.
 func (s *Session) after(st *Statement) {
 	s.unit.ran = true
+	s.unit.blockFresh = st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback)
 	switch st.Kind {
 	case Commit, Rollback, RollbackTo, DiscardAll, Begin:
 		s.unit.aborted = false

@@ -62,3 +62,17 @@ func TestPrepareTransactionByANameAfterOpaqueCodeIsRefused(t *testing.T) {
 		t.Errorf("prepared by a name after opaque code: %s", got)
 	}
 }
+
+// The same where the PREPARE TRANSACTION cannot be read (pipelined behind
+// the checked write, with a non-ASCII byte): it may not pass unread.
+func TestPrepareTransactionUnreadAfterACheckIsRefused(t *testing.T) {
+	w := newWire(t, nil, false)
+	w.send(q("BEGIN"))
+	w.replies("CZ", 'T')
+	if got := w.send(q("/* fencing_token=42 resource=r */ UPDATE t SET v = 1")); !strings.Contains(got, "fence.check('42'") {
+		t.Fatalf("not checked: %s", got)
+	}
+	if got := w.send(q("PREPARE TRANSACTION 'tx-é'")); !strings.Contains(got, "0A000") && got != "WAIT" {
+		t.Errorf("a checked transaction prepared: %s", got)
+	}
+}

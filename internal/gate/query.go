@@ -22,7 +22,7 @@ func (s *Session) query(sql string) Decision {
 	}
 	unseen := s.lexUnseen()
 	s.beginUnit()
-	if (s.unit.lexing || unseen) && s.fencingPossible() && lexRisky(sql) {
+	if (s.unit.lexing || unseen) && s.unreadUnsafe() && lexRisky(sql) {
 		if s.unit.lexing || s.extOpen {
 			// Inside an open extended sequence whose earlier messages
 			// changed, or may have changed unseen (see lexUnseen),
@@ -33,7 +33,7 @@ func (s *Session) query(sql string) Decision {
 		return s.waitQuery() // see lexUnseen
 	}
 	var an analysis
-	if unseen && !s.fencingPossible() && lexRisky(sql) && s.memo.mayMatter(sql) {
+	if unseen && !s.unreadUnsafe() && lexRisky(sql) && s.memo.mayMatter(sql) {
 		// Code the text did not show may have changed how the server reads
 		// this text (see lexUnseen): in a session without fencing it
 		// passes, and a probe follows it.
@@ -68,8 +68,11 @@ func (s *Session) query(sql string) Decision {
 		// The client's text goes upstream: it may leave the server in
 		// COPY-in mode. A text the gate did not read (it could not matter,
 		// or could not be read in a session without fencing) counts when
-		// it holds the words.
+		// it holds the words; so does one that may open a block.
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(sql, an.a)
+		if an.a == nil {
+			s.unit.blockFresh = mayOpenBlock(sql)
+		}
 	}
 	after := s.endUnit(sl)
 	if out == nil {

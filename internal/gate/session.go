@@ -83,6 +83,10 @@ type unitState struct {
 	ran    bool
 	lexing bool // the unit may change how the server lexes text
 	copyIn bool // the unit may leave the server in COPY-in mode: nothing may follow it
+	// blockFresh: the unit's last statement may have opened a transaction
+	// block (BEGIN, START TRANSACTION, COMMIT AND CHAIN) that nothing ran
+	// in yet: a probe after the unit would be the block's first query.
+	blockFresh bool
 	// savepoints: the unit sent a SAVEPOINT, RELEASE or ROLLBACK TO (see
 	// Session.savepoints).
 	savepoints bool
@@ -395,6 +399,22 @@ func (s *Session) setMaybe() {
 	s.maybeGen++
 }
 
+// unreadUnsafe reports whether a text the proxy cannot read may not pass
+// unread: the session may hold a token; or it holds none for now only
+// because a probe answered inside the open block (maybeAtEnd), and the text
+// may end the block and bring one back; or a check ran in the open
+// transaction (checkSent), and the text may be PREPARE TRANSACTION.
+func (s *Session) unreadUnsafe() bool {
+	return s.fencingPossible() || s.maybeAtEnd || s.checkSent
+}
+
+// mayOpenBlock reports whether a text the gate did not analyse may open a
+// transaction block: it holds BEGIN, START or CHAIN, in any case (keywords:
+// ASCII in every encoding, never escaped).
+func mayOpenBlock(text string) bool {
+	return containsFold(text, "begin") || containsFold(text, "start") || containsFold(text, "chain")
+}
+
 // lexChanging records that the current unit may change the lexing
 // settings: texts after it, until its answer, are read under settings the
 // proxy cannot know.
@@ -509,6 +529,12 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 		s.lexPending++
 	}
 	s.probeDue = s.probeDue || s.unit.probe
+	if s.probeDue && s.unit.blockFresh {
+		// Not as the first query of a block: it would take the block's
+		// snapshot, and SET TRANSACTION ISOLATION LEVEL would then fail.
+		// The session stays checked; the probe goes once the block ends.
+		s.probeDue, s.probeIdle = false, true
+	}
 	copyIn := s.unit.copyIn
 	if copyIn {
 		s.copyGen++

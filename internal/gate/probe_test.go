@@ -1,0 +1,86 @@
+package gate
+
+import (
+	"strings"
+	"testing"
+)
+
+// blockProbedEmpty returns a session whose token 42 a SET LOCAL after a
+// savepoint cleared, and whose probe after CALL, answered inside the
+// block, found none: the session holds no token until the block ends or
+// rolls back to the savepoint (maybeAtEnd), which brings 42 back.
+func blockProbedEmpty(t *testing.T, scsOff bool) *wire {
+	w := newWire(t, nil, false)
+	if scsOff {
+		w.send(q("SET standard_conforming_strings = off"))
+		w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+		w.replies("CZ", 'I')
+	}
+	w.send(q("SET lock.fencing_token = '42'"))
+	w.replies("CZ", 'I')
+	for _, s := range []string{"BEGIN", "SAVEPOINT a", "SET LOCAL lock.fencing_token = ''"} {
+		w.send(q(s))
+		w.replies("CZ", 'T')
+	}
+	w.send(q("CALL p()"))
+	w.replies("CCZ", 'T')
+	w.replies("3123C3Z", 'T')
+	return w
+}
+
+// A text the proxy cannot read passes unread only in a session that holds
+// no token. One held back from the session only for the rest of a block
+// may end the block (or roll back to a savepoint) and bring the token back
+// inside the same text, before a write: it waits or is refused.
+func TestUnreadTextCannotEndABlockThatHidesAToken(t *testing.T) {
+	for name, c := range map[string]struct {
+		scsOff    bool
+		pipelined bool
+		text      string
+	}{
+		"standard_conforming_strings off, ROLLBACK TO": {true, false, `ROLLBACK TO a; UPDATE t SET v = 'a\b'`},
+		"standard_conforming_strings off, COMMIT":      {true, false, `COMMIT; UPDATE t SET v = 'a\b'`},
+		"pipelined behind an unanswered Query":         {false, true, "ROLLBACK TO a; UPDATE t SET v = 'é'"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := blockProbedEmpty(t, c.scsOff)
+			if c.pipelined {
+				w.send(q("SELECT 1"))
+			}
+			if got := w.send(q(c.text)); !strings.Contains(got, "fence.check") && !strings.Contains(got, "RAISE") && got != "WAIT" {
+				t.Errorf("passed unread: %s", got)
+			}
+		})
+	}
+}
+
+// A probe due at the end of a unit that leaves a block just opened (COMMIT;
+// BEGIN, COMMIT AND CHAIN, BEGIN alone) would be the block's first query:
+// it would take the block's snapshot, and SET TRANSACTION ISOLATION LEVEL
+// would then fail (25001). It waits for the block's end; the session is
+// checked until then.
+func TestAProbeIsNeverTheFirstQueryOfABlock(t *testing.T) {
+	for name, send := range map[string]func(w *wire) string{
+		"COMMIT; BEGIN":    func(w *wire) string { return w.send(q("COMMIT; BEGIN")) },
+		"COMMIT AND CHAIN": func(w *wire) string { return w.send(q("COMMIT AND CHAIN")) },
+		"extended COMMIT, BEGIN": func(w *wire) string {
+			var up string
+			for _, text := range []string{"COMMIT", "BEGIN"} {
+				up += w.send(parse("", text)) + " " + w.send(bind("", "")) + " " + w.send(exec("")) + " "
+			}
+			return up + w.send(syncMsg())
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWire(t, nil, false)
+			w.send(q("BEGIN"))
+			w.replies("CZ", 'T')
+			w.send(Msg{Type: 'F'}) // lo_creat: passes, and is probed inside the block
+			w.replies("VZ", 'T')
+			w.replies("3123C3Z", 'T')
+			if got := send(w); strings.Contains(got, "~probe") {
+				t.Errorf("a probe as the new block's first query: %s", got)
+			}
+		})
+	}
+}
