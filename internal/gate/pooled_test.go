@@ -814,39 +814,30 @@ func TestPooledTrackedResourceIsCheckedOnlyInTheEncodingItWasWritten(t *testing.
 		w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "LATIN1"})
 		w.replies("CZ", 'I')
 	}
-	t.Run("set under UTF8, checked under LATIN1", func(t *testing.T) {
-		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
+	setResource := func(w *wire) {
 		w.send(q("SET lock.resource = 'é'"))
 		w.replies("CZ", 'I')
-		latin1(w)
-		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "0A000") {
-			t.Errorf("not refused: %s", got)
-		}
-	})
-	t.Run("startup options, checked under LATIN1", func(t *testing.T) {
-		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=é"})
-		latin1(w)
-		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "0A000") {
-			t.Errorf("not refused: %s", got)
-		}
-	})
-	t.Run("UTF8 throughout", func(t *testing.T) {
-		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
-		w.send(q("SET lock.resource = 'é'"))
-		w.replies("CZ", 'I')
-		if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "fence.check('42', 'é'") {
-			t.Errorf("not checked under 'é': %s", got)
-		}
-	})
-	t.Run("the transaction's own resource", func(t *testing.T) {
-		w := pooledWire(t, map[string]string{"lock.fencing_token": "42"})
-		w.send(q("SET lock.resource = 'é'"))
-		w.replies("CZ", 'I')
-		latin1(w)
-		if got := w.send(q("/* resource=r */ UPDATE t SET v = 1")); strings.Contains(got, "0A000") {
-			t.Errorf("refused with a resource of its own: %s", got)
-		}
-	})
+	}
+	for _, c := range []struct {
+		name, options string
+		steps         []func(*wire)
+		write, want   string // want: a refusal's SQLSTATE, or the check
+	}{
+		{"set under UTF8, checked under LATIN1", "", []func(*wire){setResource, latin1}, "UPDATE t SET v = 1", "0A000"},
+		{"startup options, checked under LATIN1", "-c lock.resource=é", []func(*wire){latin1}, "UPDATE t SET v = 1", "0A000"},
+		{"UTF8 throughout", "", []func(*wire){setResource}, "UPDATE t SET v = 1", "fence.check('42', 'é'"},
+		{"the transaction's own resource", "", []func(*wire){setResource, latin1}, "/* resource=r */ UPDATE t SET v = 1", "fence.check('42', 'r'"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 " + c.options})
+			for _, step := range c.steps {
+				step(w)
+			}
+			if got := w.send(q(c.write)); !strings.Contains(got, c.want) {
+				t.Errorf("want %s: %s", c.want, got)
+			}
+		})
+	}
 }
 
 // SET LOCAL lock.… TO DEFAULT goes back, on the client's own server, to
