@@ -290,7 +290,7 @@ func (s *Session) decide(st, run *Statement) action {
 		// If it has one, made by code the proxy could not see, it is a
 		// query or DML statement (PREPARE and DECLARE hold no other),
 		// which may call set_config: a probe follows.
-		if a.kind != actRaise && !s.cfg.Pooled {
+		if a.kind != actRaise {
 			s.maySetToken()
 		}
 	case run != nil:
@@ -318,11 +318,8 @@ func (s *Session) decide(st, run *Statement) action {
 	default:
 		s.after(st)
 	}
-	if run != nil && run.unknown && a.kind != actRaise && !s.cfg.Pooled {
-		// A query code made may call set_config. (In transaction pool
-		// mode no check trusts a value the transaction did not set
-		// through a statement the gate read: a guarded check refuses it.)
-		s.maySetToken()
+	if run != nil && run.unknown && a.kind != actRaise {
+		s.maySetToken() // a query code made may call set_config
 	}
 	if run != nil && st.Registry != RegFetch && run.CopyIn {
 		// SQL EXECUTE of a COPY … FROM STDIN prepared by Parse, or of a

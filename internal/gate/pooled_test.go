@@ -854,22 +854,3 @@ func TestPooledSetLocalToDefaultIsRefused(t *testing.T) {
 		}
 	}
 }
-
-// A cursor code made (a function's refcursor) is fetched in transaction
-// pool mode with nothing more: no check there trusts a fencing setting the
-// transaction did not set through a statement the gate read (a guarded
-// check refuses one), so a session without a token stays unchecked.
-func TestPooledCursorMadeByCodeLeavesTheSessionUnchecked(t *testing.T) {
-	w := pooledWire(t, nil)
-	w.send(q("BEGIN"))
-	w.replies("CZ", 'T')
-	w.send(q("SELECT f()"))
-	w.replies("TDCZ", 'T')
-	if got := w.send(q("FETCH ALL FROM \"<unnamed portal 1>\"")); got != `Q(FETCH ALL FROM "<unnamed portal 1>")` {
-		t.Fatalf("FETCH: %s", got)
-	}
-	w.replies("TDCZ", 'T')
-	if got := w.send(q("UPDATE t SET v = 1")); got != "Q(UPDATE t SET v = 1)" {
-		t.Errorf("the write after it: %s", got)
-	}
-}
