@@ -789,7 +789,7 @@ func (s *Session) opaqueRunOf(p *prepared) *Statement {
 	// Nor can a replacement be a COPY: only a text that held one may.
 	run.PreparesTxn = p.text != "" && containsFold(p.text, "prepare") && containsFold(p.text, "transaction")
 	run.CopyIn = p.text != "" && mayCopyIn(p.text, nil)
-	run.mayBegin = mayOpenBlock(p.text)
+	run.mayBegin = containsFold(p.text, "begin") || containsFold(p.text, "start")
 	switch {
 	case p.st != nil:
 		run.Directives = p.st.Directives

@@ -418,9 +418,9 @@ func (s *Session) unreadUnsafe() bool {
 func (s *Session) snapshotStep(st *Statement, text string) {
 	switch {
 	case st == nil:
-		if s.memo.mayOpenBlock(text) {
+		if containsFold(text, "begin") || containsFold(text, "start") || containsFold(text, "chain") {
 			s.noSnapshot = true
-		} else if !s.memo.mayTakeNoSnapshot(text) {
+		} else if !containsFold(text, "lock") && !containsFold(text, "show") {
 			s.noSnapshot = false
 		}
 	case st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback) || st.mayBegin:
@@ -429,19 +429,6 @@ func (s *Session) snapshotStep(st *Statement, text string) {
 	default:
 		s.noSnapshot = false
 	}
-}
-
-// mayOpenBlock reports whether a text may open a transaction block: it
-// holds BEGIN, START or CHAIN, in any case (keywords: ASCII in every
-// encoding, never escaped).
-func mayOpenBlock(text string) bool {
-	return containsFold(text, "begin") || containsFold(text, "start") || containsFold(text, "chain")
-}
-
-// mayTakeNoSnapshot reports whether a text may be a statement that takes
-// no snapshot and is not read as a Setting: LOCK or SHOW.
-func mayTakeNoSnapshot(text string) bool {
-	return containsFold(text, "lock") || containsFold(text, "show")
 }
 
 // lexChanging records that the current unit may change the lexing
