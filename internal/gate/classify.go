@@ -139,12 +139,6 @@ type Statement struct {
 	// transaction set.
 	FenceParam bool
 
-	// locks: LOCK TABLE, which takes no snapshot (see Session.noSnapshot);
-	// mayBegin: opaque code run by a name whose text may open a block;
-	// unknown: a statement or portal code the proxy could not see made
-	// (see unknownRun).
-	locks, mayBegin, unknown bool
-
 	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
 	// transaction that declared it, once that transaction commits.
 	Hold bool
@@ -379,7 +373,7 @@ func classifyRoot(n *pg_query.Node, w *walker, st *Statement) Kind {
 		st.Opaque, st.Registry = true, RegFetch
 		return Read
 	case *pg_query.Node_LockStmt:
-		st.NeedsTxnBlock, st.locks = true, true
+		st.NeedsTxnBlock = true
 		return Read
 	case *pg_query.Node_ClosePortalStmt:
 		st.Name = s.ClosePortalStmt.Portalname

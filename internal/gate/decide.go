@@ -289,10 +289,8 @@ func (s *Session) decide(st, run *Statement) action {
 		// where it is not refused: if the server has none, nothing runs.
 		// If it has one, made by code the proxy could not see, it is a
 		// query or DML statement (PREPARE and DECLARE hold no other),
-		// which may call set_config: a probe follows.
-		if a.kind != actRaise {
-			s.maySetToken()
-		}
+		// which may set the token only through a function it calls, as
+		// a plain SELECT f() may.
 	case run != nil:
 		// What runs decides: for EXECUTE, FETCH and MOVE of a statement
 		// or cursor the session knows, the statement itself; their own
@@ -317,9 +315,6 @@ func (s *Session) decide(st, run *Statement) action {
 		}
 	default:
 		s.after(st)
-	}
-	if run != nil && run.unknown && a.kind != actRaise {
-		s.maySetToken() // a query code made may call set_config
 	}
 	if run != nil && st.Registry != RegFetch && run.CopyIn {
 		// SQL EXECUTE of a COPY … FROM STDIN prepared by Parse, or of a
@@ -666,7 +661,7 @@ func first(s []string) string {
 // after applies what st does to the fencing state once it has run.
 func (s *Session) after(st *Statement) {
 	s.unit.ran = true
-	s.snapshotStep(st, "")
+	s.unit.blockFresh = st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback)
 	switch st.Kind {
 	case Commit, Rollback, RollbackTo, DiscardAll, Begin:
 		s.unit.aborted = false
@@ -765,14 +760,10 @@ func opaqueRun() *Statement { return &Statement{Kind: Write, Opaque: true, CopyI
 
 // unknownRun stands for a portal the proxy never saw bound (a refcursor a
 // function opened), or that does not exist (then nothing runs): a query or
-// DML statement, checked wherever the session may hold a token. Code can
-// make only such statements (SQL PREPARE, DECLARE), never a COPY; one may
-// call set_config in its own text, so a probe follows it (see decide).
-func unknownRun() *Statement { return &Statement{Kind: Write, unknown: true} }
-
-// selfFetch stands for a portal that fetches from itself: the server
-// refuses it, and nothing runs; checked as unknownRun, with no probe.
-func selfFetch() *Statement { return &Statement{Kind: Write} }
+// DML statement, checked wherever the session may hold a token. Like a
+// plain SELECT f(), it may set the token only through a function it calls,
+// so no probe follows it.
+func unknownRun() *Statement { return &Statement{Kind: Write} }
 
 // opaqueRunOf stands for p after code the proxy could not see ran since the
 // server confirmed it (it may have replaced p under the same name): what it
@@ -789,7 +780,6 @@ func (s *Session) opaqueRunOf(p *prepared) *Statement {
 	// Nor can a replacement be a COPY: only a text that held one may.
 	run.PreparesTxn = p.text != "" && containsFold(p.text, "prepare") && containsFold(p.text, "transaction")
 	run.CopyIn = p.text != "" && mayCopyIn(p.text, nil)
-	run.mayBegin = containsFold(p.text, "begin") || containsFold(p.text, "start")
 	switch {
 	case p.st != nil:
 		run.Directives = p.st.Directives

@@ -207,20 +207,10 @@ func (s *Session) sync() Decision {
 // passes only inside a transaction block that has passed its check, and
 // after it a probe asks whether it set a token.
 func (s *Session) functionCall() Decision {
-	fresh := !s.unit.open && !s.extOpen
 	s.beginUnit()
 	if s.fencingPossible() && !s.unit.checked {
-		// A probe on its way (after a call before it, in the same block:
-		// large objects) may find no token: wait for its answer.
-		if d, ok := s.awaitProbe(fresh); ok {
-			if !s.extOpen {
-				s.resetUnit()
-			}
-			return d
-		}
 		return s.refuseQuery(refFunctionCall, nil)
 	}
-	s.noSnapshot = false // the function runs under a snapshot
 	s.setMaybe()
 	s.unit.probe, s.unit.checked = true, false
 	s.lexChanging()
@@ -284,7 +274,7 @@ func (s *Session) execute(portal string) Decision {
 		// server ignores the client's Sync and would take a probe sent
 		// after it for copy data (see endUnit).
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(p.text, nil)
-		s.snapshotStep(nil, p.text)
+		s.unit.blockFresh = mayOpenBlock(p.text)
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}
@@ -310,6 +300,8 @@ func (s *Session) executeUnknown(portal string, found bool) Decision {
 	s.extended()
 	run := unknownRun()
 	before := s.inject(s.decide(run, run))
+	// It may be a COPY … FROM STDIN: no probe right after it (see endUnit).
+	s.unit.copyIn = true
 	s.slots.push(slot{kind: slotExecute})
 	return Decision{Before: before}
 }

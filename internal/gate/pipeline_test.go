@@ -84,8 +84,6 @@ func successFor(upstream string, token bool) string {
 			b.WriteByte('C')
 		case m == "S":
 			b.WriteByte('Z')
-		case m == "F":
-			b.WriteString("VZ")
 		}
 	}
 	return b.String()

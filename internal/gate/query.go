@@ -71,7 +71,7 @@ func (s *Session) query(sql string) Decision {
 		// it holds the words; so does one that may open a block.
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(sql, an.a)
 		if an.a == nil {
-			s.snapshotStep(nil, sql)
+			s.unit.blockFresh = mayOpenBlock(sql)
 		}
 	}
 	after := s.endUnit(sl)
@@ -216,14 +216,14 @@ func runsKey(st *Statement) (regKey, bool) {
 func (s *Session) runs(st *Statement) *Statement {
 	run := s.runsOnce(st)
 	if run == st && runsOther(st) {
-		return selfFetch() // a portal bound to a FETCH from itself (the same analysis)
+		return unknownRun() // a portal bound to a FETCH from itself (the same analysis)
 	}
 	for depth := 0; run != nil && run != st && runsOther(run); depth++ {
 		// A portal bound to a FETCH or an EXECUTE (by Parse and Bind, then
 		// run by FETCH): what runs is what that one runs.
 		k, _ := runsKey(st)
 		if k2, _ := runsKey(run); k2 == k && k.portal {
-			return selfFetch() // the portal fetches from itself: the server refuses it, nothing runs
+			return unknownRun() // the portal fetches from itself: the server refuses it, nothing runs
 		}
 		if depth == maxRunsDepth {
 			return opaqueRun()

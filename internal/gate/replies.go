@@ -251,8 +251,7 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	if status == 'I' {
 		s.reg.transactionEnded() // portals do not outlive their transaction
 		if s.slots.unitsInFlight == 0 && !s.extOpen {
-			// Nothing sent is unanswered, no transaction open.
-			s.lexTouched, s.checkSent, s.noSnapshot = false, false, false
+			s.lexTouched, s.checkSent = false, false // nothing sent is unanswered, no transaction open
 		}
 	}
 	switch {

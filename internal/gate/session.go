@@ -83,6 +83,10 @@ type unitState struct {
 	ran    bool
 	lexing bool // the unit may change how the server lexes text
 	copyIn bool // the unit may leave the server in COPY-in mode: nothing may follow it
+	// blockFresh: the unit's last statement may have opened a transaction
+	// block (BEGIN, START TRANSACTION, COMMIT AND CHAIN) that nothing ran
+	// in yet: a probe after the unit would be the block's first query.
+	blockFresh bool
 	// savepoints: the unit sent a SAVEPOINT, RELEASE or ROLLBACK TO (see
 	// Session.savepoints).
 	savepoints bool
@@ -142,11 +146,6 @@ type Session struct {
 	// possibly fenced again, and a probe follows it.
 	endGen     uint64
 	maybeAtEnd bool
-	// noSnapshot: a transaction block may be open in which nothing that
-	// takes a snapshot has run yet (BEGIN, COMMIT AND CHAIN, then only
-	// SET, SHOW, LOCK, savepoints): a probe now would be the block's first
-	// query (see endUnit, snapshotStep).
-	noSnapshot bool
 	// checkSent: a check was sent since the session was last idle with
 	// every unit answered: the open transaction may hold a resource's
 	// mark locked, which PREPARE TRANSACTION would keep locked.
@@ -409,26 +408,11 @@ func (s *Session) unreadUnsafe() bool {
 	return s.fencingPossible() || s.maybeAtEnd || s.checkSent
 }
 
-// snapshotStep records, for noSnapshot, a statement sent to run: st, or,
-// for a text the gate did not analyse, text (st nil). A statement that may
-// open a block makes it true; one that takes no snapshot (a setting,
-// savepoints, LOCK, SHOW) keeps it; any other clears it. An unread text
-// holding BEGIN, START or CHAIN may open a block, one holding LOCK or SHOW
-// may take no snapshot (keywords: ASCII in every encoding, never escaped).
-func (s *Session) snapshotStep(st *Statement, text string) {
-	switch {
-	case st == nil:
-		if containsFold(text, "begin") || containsFold(text, "start") || containsFold(text, "chain") {
-			s.noSnapshot = true
-		} else if !containsFold(text, "lock") && !containsFold(text, "show") {
-			s.noSnapshot = false
-		}
-	case st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback) || st.mayBegin:
-		s.noSnapshot = true
-	case st.Kind == Setting || st.Kind == Savepoint || st.Kind == Release || st.Kind == RollbackTo || st.locks:
-	default:
-		s.noSnapshot = false
-	}
+// mayOpenBlock reports whether a text the gate did not analyse may open a
+// transaction block: it holds BEGIN, START or CHAIN, in any case (keywords:
+// ASCII in every encoding, never escaped).
+func mayOpenBlock(text string) bool {
+	return containsFold(text, "begin") || containsFold(text, "start") || containsFold(text, "chain")
 }
 
 // lexChanging records that the current unit may change the lexing
@@ -545,6 +529,12 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 		s.lexPending++
 	}
 	s.probeDue = s.probeDue || s.unit.probe
+	if s.probeDue && s.unit.blockFresh {
+		// Not as the first query of a block: it would take the block's
+		// snapshot, and SET TRANSACTION ISOLATION LEVEL would then fail.
+		// The session stays checked; the probe goes once the block ends.
+		s.probeDue, s.probeIdle = false, true
+	}
 	copyIn := s.unit.copyIn
 	if copyIn {
 		s.copyGen++
@@ -557,7 +547,7 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 	if sl.kind == slotSync {
 		s.extOpen = false
 	}
-	if s.probeDue && !s.extOpen && !s.copyActive && !s.copyPending && !s.noSnapshot {
+	if s.probeDue && !s.extOpen && !s.copyActive && !s.copyPending {
 		// Only at a Sync, or after a Query or FunctionCall outside an
 		// extended sequence: the probe's own Sync must not end a client's
 		// sequence early. Nor while the server may be in COPY-in mode
@@ -566,12 +556,10 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 		// (copyPending), or once the server said so (copyActive). The
 		// server would read the probe as bad copy data, fail the COPY and
 		// answer out of order (docs/design.md "Fail closed", rule 4: inject
-		// only where both sides agree). Nor as the first query of a
-		// transaction block (noSnapshot): it would take the block's
-		// snapshot, and SET TRANSACTION ISOLATION LEVEL would then fail.
-		// The probe stays due for the next unit's end; until it is
-		// answered the session may hold a token and is checked, so a
-		// later probe never lets anything through unchecked.
+		// only where both sides agree). The probe stays due for the next
+		// unit's end; until it is answered the session may hold a token
+		// and is checked, so a later probe never lets anything through
+		// unchecked.
 		s.probeDue = false
 		return s.probe()
 	}
