@@ -274,7 +274,7 @@ func (s *Session) execute(portal string) Decision {
 		// server ignores the client's Sync and would take a probe sent
 		// after it for copy data (see endUnit).
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(p.text, nil)
-		s.unit.blockFresh = mayOpenBlock(p.text)
+		s.unit.blockFresh = s.memo.mayOpenBlock(p.text)
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}

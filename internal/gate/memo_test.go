@@ -22,9 +22,10 @@ func TestTextMemoAnswersAsTheScans(t *testing.T) {
 		long, long,
 		"",
 		"SELECT 1",
+		"BEGIN ISOLATION LEVEL REPEATABLE READ",
 	}
 	var m textMemo
-	for _, order := range [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {11, 8, 4, 9, 5, 0, 2, 1, 6, 7, 3, 10}} {
+	for _, order := range [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {11, 8, 12, 4, 9, 5, 0, 2, 1, 6, 7, 3, 10}} {
 		for _, i := range order {
 			text := texts[i]
 			// Twice each, in both orders of the two scans.
@@ -34,6 +35,9 @@ func TestTextMemoAnswersAsTheScans(t *testing.T) {
 				}
 				if got, want := m.mayCopyIn(text, nil), mayCopyIn(text, nil); got != want {
 					t.Errorf("mayCopyIn(%.40q) = %v, want %v", text, got, want)
+				}
+				if got, want := m.mayOpenBlock(text), mayOpenBlock(text); got != want {
+					t.Errorf("mayOpenBlock(%.40q) = %v, want %v", text, got, want)
 				}
 			}
 		}
