@@ -207,8 +207,17 @@ func (s *Session) sync() Decision {
 // passes only inside a transaction block that has passed its check, and
 // after it a probe asks whether it set a token.
 func (s *Session) functionCall() Decision {
+	fresh := !s.unit.open && !s.extOpen
 	s.beginUnit()
 	if s.fencingPossible() && !s.unit.checked {
+		// A probe on its way (after a call before it in the same block, as
+		// large objects make) may find no token: wait for its answer.
+		if d, ok := s.awaitProbe(fresh); ok {
+			if !s.extOpen {
+				s.resetUnit()
+			}
+			return d
+		}
 		return s.refuseQuery(refFunctionCall, nil)
 	}
 	s.setMaybe()

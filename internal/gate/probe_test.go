@@ -84,3 +84,21 @@ func TestAProbeIsNeverTheFirstQueryOfABlock(t *testing.T) {
 		})
 	}
 }
+
+// Large objects in a session without a token: lo_creat, then lo_open as
+// soon as lo_creat's ReadyForQuery arrives, before the probe after it
+// answers. The second call waits for that answer rather than be refused.
+func TestFunctionCallWaitsForTheProbeOfTheOneBefore(t *testing.T) {
+	w := newWire(t, nil, false)
+	w.send(q("BEGIN"))
+	w.replies("CZ", 'T')
+	w.send(Msg{Type: 'F'})
+	w.replies("VZ", 'T')
+	if got := w.send(Msg{Type: 'F'}); got != "WAIT" {
+		t.Fatalf("second call: %s, want WAIT", got)
+	}
+	w.replies("3123C3Z", 'T')
+	if got := w.send(Msg{Type: 'F'}); strings.Contains(got, "RAISE") {
+		t.Errorf("second call refused: %s", got)
+	}
+}
