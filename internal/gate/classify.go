@@ -665,23 +665,16 @@ func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, param, ok bool) {
 			return 0, false, false
 		}
 		name, okName := constString(fc.Args[0])
-		if !okName || !plainValue(fc.Args[1]) || !constTrue(fc.Args[2]) {
+		plain, isParam := plainValue(fc.Args[1])
+		if !okName || !plain || !constTrue(fc.Args[2]) {
 			return 0, false, false
 		}
 		if b := fenceBit(name); b != 0 {
 			bits |= b
-			param = param || isParam(fc.Args[1])
+			param = param || isParam
 		}
 	}
 	return bits, param, true
-}
-
-// isParam reports whether n is a parameter, possibly cast (see plainValue).
-func isParam(n *pg_query.Node) bool {
-	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
-		n = tc.Arg
-	}
-	return n.GetParamRef() != nil
 }
 
 // isCatalogFunc reports whether names is the unqualified or
@@ -696,22 +689,22 @@ func isCatalogFunc(names []*pg_query.Node, fn string) bool {
 	return false
 }
 
-// plainValue reports whether n is a non-null constant or a parameter,
-// possibly cast to PostgreSQL's text: nothing that runs code (a cast to
-// another type may call a function of the user's).
-func plainValue(n *pg_query.Node) bool {
+// plainValue reports whether n is a non-null constant or a parameter
+// (param), possibly cast to PostgreSQL's text: nothing that runs code (a
+// cast to another type may call a function of the user's).
+func plainValue(n *pg_query.Node) (ok, param bool) {
 	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
 		t := tc.GetTypeName()
 		if !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
-			return false
+			return false, false
 		}
 		n = tc.Arg
 	}
 	if n.GetParamRef() != nil {
-		return true
+		return true, true
 	}
 	c := n.GetAConst()
-	return c != nil && !c.Isnull
+	return c != nil && !c.Isnull, false
 }
 
 // constTrue reports whether n is a constant that reads as boolean true:

@@ -775,9 +775,8 @@ func unknownRun() *Statement { return &Statement{Kind: Write} }
 func (s *Session) opaqueRunOf(p *prepared) *Statement {
 	run := opaqueRun()
 	// Code can replace a statement only by SQL PREPARE, which holds a
-	// query or DML statement: one whose text the proxy read as PREPARE
-	// TRANSACTION may still be that.
-	// Nor can a replacement be a COPY: only a text that held one may.
+	// query or DML statement, never PREPARE TRANSACTION nor COPY: the run
+	// may be one of those only where its own text held the words.
 	run.PreparesTxn = p.text != "" && containsFold(p.text, "prepare") && containsFold(p.text, "transaction")
 	run.CopyIn = p.text != "" && mayCopyIn(p.text, nil)
 	switch {
