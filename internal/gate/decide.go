@@ -56,6 +56,10 @@ var (
 		message: "fenceproxy: a fast-path function call cannot be fenced here",
 		detail:  "A fast-path function call is fenced only inside a transaction that has passed its check.",
 		hint:    "Call the function with SELECT instead."}
+	// refFailedBlock is PostgreSQL's own answer to a statement in a failed
+	// transaction block (see Session.portalFailed).
+	refFailedBlock = refusal{code: "25P02",
+		message: "current transaction is aborted, commands ignored until end of transaction block"}
 	refPrepareTxn = refusal{code: codeCannotFence,
 		message: "fenceproxy: PREPARE TRANSACTION cannot run in a transaction that may have passed a fence check, or in a session that may carry a fencing token",
 		detail:  "A transaction that passed a fence check holds its resource's high-water mark locked; a prepared one would hold it until COMMIT PREPARED or ROLLBACK PREPARED, blocking every later holder.",

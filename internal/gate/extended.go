@@ -237,6 +237,9 @@ func (s *Session) execute(portal string) Decision {
 	if wait {
 		return Decision{Wait: true}
 	}
+	if d, ok := s.portalFailed(portal, found); ok {
+		return d
+	}
 	if !found || p.unknown {
 		return s.executeUnknown(portal, found)
 	}
@@ -252,7 +255,9 @@ func (s *Session) execute(portal string) Decision {
 		return Decision{Wait: true}
 	}
 	s.rerun = !s.unit.bound[portal]
-	delete(s.unit.bound, portal)
+	if s.unit.bound != nil {
+		s.unit.bound[portal] = false
+	}
 	defer func() { s.rerun = false }()
 	var before []pgproto3.FrontendMessage
 	var ops []regOp
@@ -287,6 +292,36 @@ func (s *Session) execute(portal string) Decision {
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}
+}
+
+// portalFailed keeps from the server an Execute of a portal it may hold
+// failed: one made before the transaction block failed, and not bound again
+// in this unit. When a block fails, PostgreSQL releases its portals' plans
+// but keeps the portals, failed, until the block ends; PostgreSQL 15.9 and
+// later read such a portal's statement list at Execute before they refuse
+// it, and a backend that reads the freed list crashes, and with it every
+// session of the server. (The unnamed portal of a Query that failed points
+// into memory freed at the next message.) Such an Execute is answered as an
+// unharmed server answers it, with 25P02 (an injected statement the failed
+// block refuses with it); while the server has not answered whether the
+// block failed, it waits. A portal bound in this unit is the server's new
+// one, or skipped after an error; a name the proxy never saw bound does
+// not exist there (34000 from the server), except the unnamed portal of a
+// failed Query.
+func (s *Session) portalFailed(portal string, found bool) (Decision, bool) {
+	if _, here := s.unit.bound[portal]; here {
+		return Decision{}, false
+	}
+	if !found && (portal != "" || !s.unnamedFailed && s.slots.unitsInFlight == 0) {
+		return Decision{}, false
+	}
+	if s.slots.unitsInFlight > 0 {
+		return Decision{Wait: true}, true
+	}
+	if !s.settledAborted() {
+		return Decision{}, false
+	}
+	return s.refuseExtended(refFailedBlock), true
 }
 
 // executeUnknown decides about the Execute of a portal the proxy does not

@@ -170,7 +170,9 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 		sl := s.popSlot()
 		s.settleOps(&sl, false)
 	case h.kind == slotQuery:
-		h.failed = true
+		// In a failed block a statement is refused (25P02) before it
+		// gets a portal; any other error may come from one that ran.
+		h.failed, h.portalLeft = true, e.Code != "25P02"
 		for i := h.stmt; i < len(h.effects); i++ {
 			for _, op := range h.effects[i] {
 				s.reg.settle(op, false)
@@ -248,6 +250,12 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 		}
 	}
 	s.lastReady = status
+	switch {
+	case status != 'E':
+		s.unnamedFailed = false // the block ended or recovered: its failed portals are gone
+	case u.kind == slotQuery && u.portalLeft:
+		s.unnamedFailed = true
+	}
 	if status == 'I' {
 		s.reg.transactionEnded() // portals do not outlive their transaction
 		if s.slots.unitsInFlight == 0 && !s.extOpen {

@@ -90,12 +90,12 @@ type unitState struct {
 	// savepoints: the unit sent a SAVEPOINT, RELEASE or ROLLBACK TO (see
 	// Session.savepoints).
 	savepoints bool
-	// bound: the portals bound in this unit and not executed since. A
-	// portal runs its statement at its first Execute only; executed again
-	// it sets nothing, so what it would set for the transaction counts at
-	// that Execute alone (see Session.rerun). Across units the server may
-	// have skipped the Bind (after an error) and kept an older portal of
-	// the name.
+	// bound: the portals bound in this unit, true until their first
+	// Execute. A portal runs its statement at its first Execute only;
+	// executed again it sets nothing, so what it would set for the
+	// transaction counts at that Execute alone (see Session.rerun). Across
+	// units the server may have skipped the Bind (after an error) and kept
+	// an older portal of the name (see Session.portalFailed).
 	bound map[string]bool
 	// poolSet: the unit's one statement is a session-level change of the
 	// fencing settings, kept in Session.tracked once the server answered
@@ -155,6 +155,10 @@ type Session struct {
 	skipping  bool // the server is skipping every message up to the client's Sync, after an error
 	probeIdle bool // a probe answered inside a transaction block: probe again once it ends
 	probesOut int  // probes sent and not yet answered
+	// unnamedFailed: a statement of a Query failed in the transaction
+	// block, which the server reported failed: its unnamed portal may be
+	// left, failed, until the block ends (see portalFailed).
+	unnamedFailed bool
 	// rerun: the statement being decided runs from a portal that may have
 	// run before (see unitState.bound): it sets nothing for the
 	// transaction the proxy may trust.

@@ -64,9 +64,13 @@ type slot struct {
 	poolSet       *poolSet // the unit's change of Session.tracked
 	poolFailed    bool     // an error answered the unit: poolSet is not kept
 
-	// For a pre-check Query (see Session.precheck): whether it failed.
-	precheck bool
-	failed   bool
+	// For a Query: whether it failed (a pre-check's failure refuses the
+	// client's Query, see Session.precheck); portalLeft: its error came
+	// from a statement that ran, which leaves the unnamed portal failed
+	// (see Session.unnamedFailed).
+	precheck   bool
+	failed     bool
+	portalLeft bool
 
 	replied bool   // a reply to this message has arrived
 	copying bool   // Query, Execute: answered CopyInResponse, the COPY not ended yet
