@@ -854,3 +854,21 @@ func TestPooledSetLocalToDefaultIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// In transaction pool mode too, an Execute of the unnamed portal a failed
+// Query left in a failed block never reaches the server connection (see
+// failed_block_portals.txt): the proxy answers 25P02.
+func TestPooledExecuteOfAFailedBlocksPortalIsAnsweredByTheProxy(t *testing.T) {
+	w := pooledWire(t, nil)
+	w.send(q("BEGIN"))
+	w.replies("CZ", 'T')
+	w.send(q("DEALLOCATE nosuch"))
+	w.replies("E{26000}Z", 'E')
+	if got := w.send(exec("")); !strings.Contains(got, "E(~raise)") || strings.Contains(got, "E()") {
+		t.Fatalf("Execute of the failed portal: %s", got)
+	}
+	w.send(syncMsg())
+	if seen := w.replies("3E{25P02}Z", 'E'); seen != "E25P02Z" {
+		t.Errorf("the client saw %q, want E25P02Z", seen)
+	}
+}
