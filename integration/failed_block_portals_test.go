@@ -9,12 +9,12 @@ import (
 )
 
 // When a transaction block fails, PostgreSQL keeps its portals, failed,
-// until the block ends, and releases their plans. PostgreSQL 15.9 and later
-// read a portal's statement list at Execute before they refuse it in the
-// failed block: an Execute of such a portal makes the backend read freed
-// memory, and its crash restarts every session of the server. Through the
-// proxy the client gets the 25P02 an unharmed server answers, and the
-// server and its other sessions stay up.
+// until the block ends. The unnamed portal of a Query that failed points
+// into memory freed at the next message, and PostgreSQL 15.9 and later read
+// its statement list at Execute before they refuse it in the failed block:
+// the backend reads freed memory, and its crash restarts every session of
+// the server. Through the proxy the client gets the 25P02 an unharmed server
+// answers, and the server and its other sessions stay up.
 func TestPortalsOfAFailedBlockCannotCrashTheServer(t *testing.T) {
 	e := newEnv(t)
 	if err := rawExec(t, rawConnect(t, e.direct()), "CREATE TABLE t (v int)"); err != nil {
@@ -30,6 +30,11 @@ func TestPortalsOfAFailedBlockCannotCrashTheServer(t *testing.T) {
 			&pgproto3.Query{String: "BEGIN"},
 			&pgproto3.Query{String: "DEALLOCATE nosuch"},
 			// a message that fills the memory the failed portal points into
+			&pgproto3.Query{String: "DECLARE c1 SCROLL CURSOR FOR SELECT v FROM t ORDER BY v"},
+		}, 3},
+		{"the unnamed portal of a Query whose code raised 25P02", []pgproto3.FrontendMessage{
+			&pgproto3.Query{String: "BEGIN"},
+			&pgproto3.Query{String: "DO $$BEGIN RAISE SQLSTATE '25P02'; END$$"},
 			&pgproto3.Query{String: "DECLARE c1 SCROLL CURSOR FOR SELECT v FROM t ORDER BY v"},
 		}, 3},
 		{"a portal bound before the block failed", []pgproto3.FrontendMessage{

@@ -237,7 +237,7 @@ func (s *Session) execute(portal string) Decision {
 	if wait {
 		return Decision{Wait: true}
 	}
-	if d, ok := s.portalFailed(portal, found); ok {
+	if d, ok := s.portalFailed(portal); ok {
 		return d
 	}
 	if !found || p.unknown {
@@ -294,31 +294,28 @@ func (s *Session) execute(portal string) Decision {
 	return Decision{Before: before}
 }
 
-// portalFailed keeps from the server an Execute of a portal it may hold
-// failed: one made before the transaction block failed, and not bound again
-// in this unit. When a block fails, PostgreSQL releases its portals' plans
-// but keeps the portals, failed, until the block ends; PostgreSQL 15.9 and
-// later read such a portal's statement list at Execute before they refuse
-// it, and a backend that reads the freed list crashes, and with it every
-// session of the server. (The unnamed portal of a Query that failed points
-// into memory freed at the next message.) Such an Execute is answered as an
-// unharmed server answers it, with 25P02 (an injected statement the failed
-// block refuses with it); while the server has not answered whether the
-// block failed, it waits. A portal bound in this unit is the server's new
-// one, or skipped after an error; a name the proxy never saw bound does
-// not exist there (34000 from the server), except the unnamed portal of a
-// failed Query.
-func (s *Session) portalFailed(portal string, found bool) (Decision, bool) {
-	if _, here := s.unit.bound[portal]; here {
+// portalFailed keeps from the server an Execute of the unnamed portal a
+// Query left failed in a failed transaction block (see unnamedFailed), when
+// the portal was not bound again in this unit. Such a portal's statement
+// list and text point into memory the server frees at its next message;
+// PostgreSQL 15.9 and later read them at Execute before they refuse it in
+// the failed block, and a backend that reads them crashes, and with it
+// every session of the server. It is answered as an unharmed server answers
+// it, with 25P02 (an injected statement the failed block refuses with it);
+// sent while earlier units are unanswered, it waits for their answers. A
+// portal made by Bind is safe: a failed block releases its plan and empties
+// its statement list, and its text is its own.
+func (s *Session) portalFailed(portal string) (Decision, bool) {
+	if portal != "" {
 		return Decision{}, false
 	}
-	if !found && (portal != "" || !s.unnamedFailed && s.slots.unitsInFlight == 0) {
+	if _, here := s.unit.bound[portal]; here {
 		return Decision{}, false
 	}
 	if s.slots.unitsInFlight > 0 {
 		return Decision{Wait: true}, true
 	}
-	if !s.settledAborted() {
+	if !s.unnamedFailed || !s.settledAborted() {
 		return Decision{}, false
 	}
 	return s.refuseExtended(refFailedBlock), true

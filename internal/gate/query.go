@@ -53,7 +53,7 @@ func (s *Session) query(sql string) Decision {
 	for _, op := range dropUnnamed {
 		s.reg.send(op)
 	}
-	sl := slot{kind: slotQuery, ops: dropUnnamed}
+	sl := slot{kind: slotQuery, ops: dropUnnamed, sentAborted: s.unit.aborted}
 	var out []byte
 	switch {
 	case an.refuse != nil:

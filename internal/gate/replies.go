@@ -107,6 +107,9 @@ func (s *Session) Server(r Reply) Verdict {
 	}
 	sl := s.popSlot()
 	s.settleOps(&sl, true)
+	if sl.kind == slotBind && sl.op.key == (regKey{portal: true}) {
+		s.unnamedFailed = false // the new unnamed portal replaced the failed one
+	}
 	return v
 }
 
@@ -170,9 +173,11 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 		sl := s.popSlot()
 		s.settleOps(&sl, false)
 	case h.kind == slotQuery:
-		// In a failed block a statement is refused (25P02) before it
-		// gets a portal; any other error may come from one that ran.
-		h.failed, h.portalLeft = true, e.Code != "25P02"
+		// The first statement of a Query sent into a failed block is
+		// refused (25P02) before it gets a portal; any other error may
+		// come from a statement that ran (code can raise 25P02 too).
+		h.failed = true
+		h.portalLeft = !(h.sentAborted && h.stmt == 0 && e.Code == "25P02")
 		for i := h.stmt; i < len(h.effects); i++ {
 			for _, op := range h.effects[i] {
 				s.reg.settle(op, false)

@@ -156,8 +156,9 @@ type Session struct {
 	probeIdle bool // a probe answered inside a transaction block: probe again once it ends
 	probesOut int  // probes sent and not yet answered
 	// unnamedFailed: a statement of a Query failed in the transaction
-	// block, which the server reported failed: its unnamed portal may be
-	// left, failed, until the block ends (see portalFailed).
+	// block, which the server reported failed, and nothing has replaced
+	// its unnamed portal since: it may be left, failed, until the block
+	// ends (see portalFailed).
 	unnamedFailed bool
 	// rerun: the statement being decided runs from a portal that may have
 	// run before (see unitState.bound): it sets nothing for the

@@ -65,12 +65,13 @@ type slot struct {
 	poolFailed    bool     // an error answered the unit: poolSet is not kept
 
 	// For a Query: whether it failed (a pre-check's failure refuses the
-	// client's Query, see Session.precheck); portalLeft: its error came
-	// from a statement that ran, which leaves the unnamed portal failed
-	// (see Session.unnamedFailed).
-	precheck   bool
-	failed     bool
-	portalLeft bool
+	// client's Query, see Session.precheck); sentAborted: it was sent
+	// into a block the server had reported failed; portalLeft: its error
+	// may leave the unnamed portal failed (see Session.unnamedFailed).
+	precheck    bool
+	failed      bool
+	sentAborted bool
+	portalLeft  bool
 
 	replied bool   // a reply to this message has arrived
 	copying bool   // Query, Execute: answered CopyInResponse, the COPY not ended yet
