@@ -617,9 +617,14 @@ func slicesEqual(a, b []string) bool {
 }
 
 // smRefusal returns the proxy's fail-closed refusal among replies, its
-// message with quoted names and numbers left out, or "".
+// message with quoted names and numbers left out, or "". A stale token's
+// refusal (55Z01) counts: a sequence may raise the mark above the
+// session's token itself (SET LOCAL lock.fencing_token = 250, then a write).
 func smRefusal(replies []string) string {
 	for _, r := range replies {
+		if strings.HasPrefix(r, "E ERROR 55Z01 stale fencing token") {
+			return "55Z01 stale fencing token"
+		}
 		if _, msg, ok := strings.Cut(r, " fenceproxy: "); ok && strings.HasPrefix(r, "E ERROR ") {
 			code := strings.Fields(r)[2]
 			if len(msg) > 60 {
