@@ -215,7 +215,7 @@ func TestPooledStaleHolderNeverLands(t *testing.T) {
 }
 
 func staleHolderNeverLands(t *testing.T, e *pooledEnv) {
-	forms := []string{"session", "set local", "comment"}
+	forms := []string{"session", "set local", "set_config", "comment"}
 	for mode, qm := range pooledModes {
 		for _, fa := range forms {
 			for _, fb := range forms {

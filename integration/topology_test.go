@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -134,7 +135,8 @@ func TestTopologiesRefuseTheStaleHolder(t *testing.T) {
 
 // fencedWrite sets the balance to value in one transaction carrying token
 // for resource in the given form: "session" (SET for the session first),
-// "set local" or "comment".
+// "set local", "set_config" (set_config(…, true) with the values as
+// parameters, which pgx binds in the extended protocol) or "comment".
 func fencedWrite(t *testing.T, c *pgx.Conn, form, resource string, token, value int) error {
 	t.Helper()
 	ctx := t.Context()
@@ -157,6 +159,16 @@ func fencedWrite(t *testing.T, c *pgx.Conn, form, resource string, token, value 
 		return err
 	}
 	defer tx.Rollback(ctx)
+	if form == "set_config" {
+		const set = "SELECT set_config('lock.resource', $1, true), set_config('lock.fencing_token', $2, true)"
+		if _, err := tx.Exec(ctx, set, resource, strconv.Itoa(token)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, update); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
 	for _, q := range []string{
 		"SET LOCAL lock.resource = '" + resource + "'",
 		fmt.Sprintf("SET LOCAL lock.fencing_token = %d", token),

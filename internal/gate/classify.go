@@ -136,8 +136,10 @@ type Statement struct {
 	// FenceParam: a set_config of FenceLocal takes its value from a
 	// parameter, which may be NULL: the server then resets the setting for
 	// the transaction to the connection's default, not to a value the
-	// transaction set.
-	FenceParam bool
+	// transaction set. fenceParams has bit n-1 set for each such $n; 0
+	// when one is past $64.
+	FenceParam  bool
+	fenceParams uint64
 
 	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
 	// transaction that declared it, once that transaction commits.
@@ -632,8 +634,9 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 		st.FenceReset = fenceToken | fenceResource
 		return true
 	case *pg_query.Node_SelectStmt:
-		bits, param, ok := localSetConfigs(s.SelectStmt)
-		st.FenceLocal, st.FenceParam = bits, param && bits != 0
+		bits, params, ok := localSetConfigs(s.SelectStmt)
+		st.FenceLocal, st.FenceParam = bits, params != nil && bits != 0
+		st.fenceParams = paramBits(params)
 		return ok
 	}
 	return false
@@ -647,34 +650,50 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 // only), evaluated once (no LIMIT, OFFSET or FETCH, which may evaluate
 // none) and with no other clause (ORDER BY, DISTINCT ON and WINDOW hold
 // expressions of their own, which this does not read); and ok false for
-// any other statement; param reports a value that is a parameter. A value
-// computed by other code could itself set a setting for the session; a
-// NULL value resets the setting to the session's default, which the
-// transaction did not set (a parameter may be NULL: see FenceParam).
-func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, param, ok bool) {
+// any other statement; params are the numbers of the parameters that are
+// values of fencing settings. A value computed by other code could itself
+// set a setting for the session; a NULL value resets the setting to the
+// session's default, which the transaction did not set (a parameter may be
+// NULL: see FenceParam).
+func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, params []int32, ok bool) {
 	if len(sel.FromClause) > 0 || sel.WhereClause != nil || sel.WithClause != nil || sel.Op != pg_query.SetOperation_SETOP_NONE ||
 		len(sel.TargetList) == 0 || len(sel.ValuesLists) > 0 || len(sel.GroupClause) > 0 || sel.HavingClause != nil ||
 		sel.LimitCount != nil || sel.LimitOffset != nil ||
 		len(sel.SortClause) > 0 || len(sel.DistinctClause) > 0 || len(sel.WindowClause) > 0 || len(sel.LockingClause) > 0 || sel.IntoClause != nil {
-		return 0, false, false
+		return 0, nil, false
 	}
 	for _, t := range sel.TargetList {
 		fc := t.GetResTarget().GetVal().GetFuncCall()
 		if fc == nil || !isCatalogFunc(fc.Funcname, "set_config") || len(fc.Args) != 3 || fc.AggFilter != nil || fc.Over != nil ||
 			fc.AggStar || fc.FuncVariadic || len(fc.AggOrder) > 0 {
-			return 0, false, false
+			return 0, nil, false
 		}
 		name, okName := constString(fc.Args[0])
-		plain, isParam := plainValue(fc.Args[1])
+		plain, param := plainValue(fc.Args[1])
 		if !okName || !plain || !constTrue(fc.Args[2]) {
-			return 0, false, false
+			return 0, nil, false
 		}
 		if b := fenceBit(name); b != 0 {
 			bits |= b
-			param = param || isParam
+			if param != 0 {
+				params = append(params, param)
+			}
 		}
 	}
-	return bits, param, true
+	return bits, params, true
+}
+
+// paramBits returns the parameters numbered in params as bits (bit n-1 for
+// $n), or 0 when one is past $64.
+func paramBits(params []int32) uint64 {
+	var m uint64
+	for _, n := range params {
+		if n < 1 || n > 64 {
+			return 0
+		}
+		m |= 1 << (n - 1)
+	}
+	return m
 }
 
 // isCatalogFunc reports whether names is the unqualified or
@@ -689,22 +708,25 @@ func isCatalogFunc(names []*pg_query.Node, fn string) bool {
 	return false
 }
 
-// plainValue reports whether n is a non-null constant or a parameter
-// (param), possibly cast to PostgreSQL's text: nothing that runs code (a
-// cast to another type may call a function of the user's).
-func plainValue(n *pg_query.Node) (ok, param bool) {
+// plainValue reports whether n is a non-null constant or a parameter (its
+// number, param), possibly cast to PostgreSQL's text: nothing that runs code
+// (a cast to another type may call a function of the user's).
+func plainValue(n *pg_query.Node) (ok bool, param int32) {
 	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
 		t := tc.GetTypeName()
 		if !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
-			return false, false
+			return false, 0
 		}
 		n = tc.Arg
 	}
-	if n.GetParamRef() != nil {
-		return true, true
+	if p := n.GetParamRef(); p != nil {
+		if p.Number < 1 {
+			return true, -1 // no such parameter (the server refuses it): still one
+		}
+		return true, p.Number
 	}
 	c := n.GetAConst()
-	return c != nil && !c.Isnull, false
+	return c != nil && !c.Isnull, 0
 }
 
 // constTrue reports whether n is a constant that reads as boolean true:

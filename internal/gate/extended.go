@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"encoding/binary"
+
 	"github.com/fenceproxy/fenceproxy/internal/fencestore"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -50,8 +52,10 @@ func (s *Session) parse(name, sql, server string) Decision {
 	return Decision{}
 }
 
-// bind records which statement a portal runs. Parameters are not needed.
-func (s *Session) bind(portal, stmt string) Decision {
+// bind records which statement a portal runs. Parameters are read only in
+// transaction pool mode, for a set_config of a fencing setting (see
+// fenceArgsSet).
+func (s *Session) bind(portal, stmt string, args []byte) Decision {
 	if reserved(portal) || reserved(stmt) {
 		return s.refuseExtended(refReserved)
 	}
@@ -80,7 +84,76 @@ func (s *Session) bind(portal, stmt string) Decision {
 		s.unit.bound = map[string]bool{}
 	}
 	s.unit.bound[portal] = true
+	if s.cfg.Pooled {
+		s.recordFenceArgs(portal, p, args)
+	}
 	return Decision{Before: before, Server: p.server}
+}
+
+// recordFenceArgs records, for a portal bound to a set_config of a fencing
+// setting from parameters, which of them args gives a value (see
+// unitState.fenceArgs). Only the statement's analysis says which parameters
+// matter; a text that holds no "set_config" cannot be one.
+func (s *Session) recordFenceArgs(portal string, p *prepared, args []byte) {
+	delete(s.unit.fenceArgs, portal)
+	if args == nil || p.opaque || p.unknown || p.st != nil || !containsFold(p.text, "set_config") {
+		return
+	}
+	if st := s.analyzeStatement(p); st == nil || !st.FenceParam {
+		return
+	}
+	set, ok := nonNullArgs(args)
+	if !ok {
+		return
+	}
+	if s.unit.fenceArgs == nil {
+		s.unit.fenceArgs = map[string]uint64{}
+	}
+	s.unit.fenceArgs[portal] = set
+}
+
+// nonNullArgs reads a Bind's body after its names and returns which of the
+// first 64 parameters are not NULL (bit n-1 for $n); ok false when the
+// body is malformed (the server refuses the Bind).
+func nonNullArgs(b []byte) (set uint64, ok bool) {
+	if len(b) < 2 {
+		return 0, false
+	}
+	nf := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if len(b) < 2*nf+2 {
+		return 0, false
+	}
+	b = b[2*nf:]
+	np := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	for i := range np {
+		if len(b) < 4 {
+			return 0, false
+		}
+		n := int32(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if n < 0 {
+			continue // NULL
+		}
+		if int(n) > len(b) {
+			return 0, false
+		}
+		b = b[n:]
+		if i < 64 {
+			set |= 1 << i
+		}
+	}
+	return set, true
+}
+
+// fenceArgsSet reports whether st, a set_config of a fencing setting from
+// parameters run by the Execute being decided under Config.Pooled, got a
+// value for each of them from the portal's Bind in this unit: NULL would
+// reset the setting to the shared connection's default (see
+// refPoolParamSet).
+func (s *Session) fenceArgsSet(st *Statement) bool {
+	return s.execArgsKnown && st.fenceParams != 0 && st.fenceParams&^s.execArgs == 0
 }
 
 // checkAtBind returns the check to run before a Bind of p, when its
@@ -273,6 +346,7 @@ func (s *Session) execute(portal string) Decision {
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		s.byName = portal != "" || p.named
+		s.execArgs, s.execArgsKnown = s.unit.fenceArgs[portal]
 		s.poolAlone = !s.unit.ran && s.poolIdle()
 		s.readUnsure = p.lexUnseen && lexRisky(p.text)
 		before = s.inject(s.decide(st, s.runs(st)))
@@ -280,6 +354,7 @@ func (s *Session) execute(portal string) Decision {
 			s.maySetToken() // see lexUnseen
 		}
 		s.byName, s.poolAlone, s.readUnsure = false, false, false
+		s.execArgs, s.execArgsKnown = 0, false
 		ops = s.statementOps(st)
 		s.unit.copyIn = s.unit.copyIn || st.CopyIn
 	case an.a == nil:

@@ -416,7 +416,7 @@ func (s *Session) poolRefusal(st, run *Statement) *refusal {
 		return nil
 	case run.FenceSession || run.poolSet != nil:
 		return &refPoolSession
-	case run.FenceParam:
+	case run.FenceParam && (run != st || !s.fenceArgsSet(run)):
 		return &refPoolParamSet
 	case run.Local && run.FenceReset != 0:
 		return &refPoolLocalDefault
@@ -436,13 +436,16 @@ var refPoolLocalDefault = refusal{
 }
 
 // refPoolParamSet refuses set_config(lock.*, $1, true) in transaction pool
-// mode: a NULL parameter would reset the setting, for the transaction, to
-// the shared connection's default, where the client's own server would
-// reset it to the client's startup value; the proxy cannot see the value.
+// mode unless the Bind of the portal that runs it, in the same unit, gave
+// each such parameter a value: a NULL would reset the setting, for the
+// transaction, to the shared connection's default, where the client's own
+// server would reset it to the client's startup value (SQL EXECUTE, a
+// portal bound in an earlier unit, or a Bind pgwire did not hold whole:
+// the proxy does not see the value).
 var refPoolParamSet = refusal{
 	code:    codeSessionToken,
 	message: "fenceproxy: set_config of lock.fencing_token or lock.resource with a parameter for its value cannot be fenced in transaction pool mode",
-	detail:  "A NULL value would reset the setting to the shared server connection's default, not to this session's; the proxy does not see the parameter's value.",
+	detail:  "A NULL value would reset the setting to the shared server connection's default, not to this session's; the proxy sees the parameter's value only in a Bind sent with the Execute, before the same Sync.",
 	hint:    "Pass the value as a literal (set_config('lock.fencing_token', '42', true)), use SET LOCAL, or carry it in a /* fencing_token=N resource=R */ comment.",
 }
 

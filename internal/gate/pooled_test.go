@@ -777,26 +777,59 @@ func TestPooledSessionSetOfExtraFloatDigitsToAShortestExactValuePasses(t *testin
 	}
 }
 
-// set_config(lock.*, $1, true) bound to NULL resets the setting for the
-// transaction to the shared connection's default, where the client's own
-// server would go back to its startup value; the proxy does not see Bind
-// parameters. In transaction pool mode it is refused, in any form.
-func TestPooledSetConfigOfAParameterIsRefused(t *testing.T) {
-	for _, sql := range []string{
-		"SELECT set_config('lock.fencing_token', $1, true)",
-		"SELECT pg_catalog.set_config('lock.resource', $1::text, true)",
-		"SELECT set_config('application_name', 'x', true), set_config('lock.fencing_token', $2, true)",
+// set_config('lock.…', $1, true) sets the setting for the transaction from
+// a parameter. Bound to NULL, the server would reset it to the shared
+// connection's default, not to the client's startup value: the proxy reads
+// the parameters of the Bind sent with the Execute (before the same Sync)
+// and lets it set the token only when each such parameter has a value; a
+// NULL one, a portal bound in an earlier unit, a Bind pgwire did not hold
+// whole, or SQL EXECUTE are refused (55Z05, hint: a literal).
+func TestPooledSetConfigOfAParameterNeedsItsValueInTheBind(t *testing.T) {
+	val := []byte{0, 0, 0, 2, 0, 0, 0, 2, '4', '2', 0, 0, 0, 1, 'r', 0, 0}          // $1 '42', $2 'r'
+	null2 := []byte{0, 0, 0, 2, 0, 0, 0, 2, '4', '2', 0xff, 0xff, 0xff, 0xff, 0, 0} // $1 '42', $2 NULL
+	null1 := []byte{0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 'r', 0, 0}      // $1 NULL, $2 'r'
+	for _, c := range []struct {
+		name, sql string
+		args      []byte
+		later     bool // Execute in a unit after the Bind's
+		refused   bool
+	}{
+		{"both values", "SELECT set_config('lock.fencing_token', $1, true), pg_catalog.set_config('lock.resource', $2::text, true)", val, false, false},
+		{"the token NULL", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", null1, false, true},
+		{"the resource NULL", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", null2, false, true},
+		{"a NULL parameter of another setting", "SELECT set_config('application_name', $2, true), set_config('lock.fencing_token', $1, true)", null2, false, false},
+		{"parameters not seen", "SELECT set_config('lock.fencing_token', $1, true)", nil, false, true},
+		{"bound in an earlier unit", "SELECT set_config('lock.fencing_token', $1, true)", val, true, true},
+		{"malformed", "SELECT set_config('lock.fencing_token', $1, true)", []byte{0, 0, 0, 1, 0, 0, 0, 9, '4'}, false, true},
 	} {
-		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=r"})
-		w.send(q("BEGIN"))
-		w.replies("CZ", 'T')
-		w.send(parse("", sql))
-		if got := w.send(bind("", "")) + " " + w.send(exec("")); !strings.Contains(got, "~raise") {
-			t.Errorf("%s: not refused: %s", sql, got)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=r"})
+			w.send(q("BEGIN"))
+			w.replies("CZ", 'T')
+			got := w.send(parse("p", c.sql))
+			b := bind("", "p")
+			b.Args = c.args
+			got += " " + w.send(b)
+			if c.later {
+				got += " " + w.send(syncMsg())
+				w.replies(successFor(got, false), 'T')
+			}
+			got = w.send(exec(""))
+			if refused := strings.Contains(got, "~raise"); refused != c.refused {
+				t.Errorf("refused %v, want %v: %s", refused, c.refused, got)
+			}
+		})
+	}
+	// SQL EXECUTE of such a statement: its arguments are text the proxy
+	// does not evaluate.
+	w := pooledWire(t, nil)
+	w.send(q("PREPARE s AS SELECT set_config('lock.fencing_token', $1, true)"))
+	w.replies("CZ", 'I')
+	if got := w.send(q("BEGIN; EXECUTE s('42')")); !strings.Contains(got, "RAISE") {
+		t.Errorf("SQL EXECUTE not refused: %s", got)
 	}
 	// A parameter for another setting's value is no concern of the gate.
-	w := pooledWire(t, nil)
+	w = pooledWire(t, nil)
 	w.send(parse("", "SELECT set_config('application_name', $1, true)"))
 	if got := w.send(bind("", "")) + " " + w.send(exec("")); strings.Contains(got, "~raise") {
 		t.Errorf("set_config of application_name refused: %s", got)

@@ -35,6 +35,10 @@ type Msg struct {
 	// Server, for a Parse under Config.Pooled: the name pgwire sends the
 	// statement under on a shared server connection (ServerStatementName).
 	Server string
+	// Args, for a Bind under Config.Pooled: its body after the two names
+	// (parameter formats, parameters, result formats) when pgwire holds
+	// it whole, else nil; valid only during the call.
+	Args []byte
 }
 
 // Decision is what pgwire does with one client message.
@@ -97,6 +101,10 @@ type unitState struct {
 	// units the server may have skipped the Bind (after an error) and kept
 	// an older portal of the name (see Session.portalFailed).
 	bound map[string]bool
+	// fenceArgs: for the portals bound in this unit to a set_config of a
+	// fencing setting from parameters, under Config.Pooled, which of those
+	// parameters the Bind gave a value (not NULL): see Session.fenceArgsSet.
+	fenceArgs map[string]uint64
 	// poolSet: the unit's one statement is a session-level change of the
 	// fencing settings, kept in Session.tracked once the server answered
 	// the unit without an error (Config.Pooled).
@@ -167,6 +175,11 @@ type Session struct {
 	// byName: the statement being decided runs from a name SQL can
 	// redefine (see Session.replaceable); set only around decide.
 	byName bool
+	// execArgs: which parameters the Bind of the portal whose Execute is
+	// being decided gave a value, when execArgsKnown (see fenceArgsSet);
+	// set only around decide.
+	execArgs      uint64
+	execArgsKnown bool
 	// readUnsure: the statement being decided was prepared by a Parse the
 	// server may have lexed under settings the proxy has not seen
 	// (lexUnseen, with a risky text): it is read under the known ones, so
@@ -317,7 +330,7 @@ func (s *Session) client(m Msg) Decision {
 	case 'P':
 		return s.parse(m.Name, m.Text, m.Server)
 	case 'B':
-		return s.bind(m.Portal, m.Name)
+		return s.bind(m.Portal, m.Name, m.Args)
 	case 'E':
 		return s.execute(m.Portal)
 	case 'D':
@@ -488,9 +501,10 @@ func (s *Session) beginUnit() {
 // resetUnit clears the unit's state. The map of bound portals is kept,
 // emptied, for the next unit's Binds: a session makes one.
 func (s *Session) resetUnit() {
-	bound := s.unit.bound
+	bound, args := s.unit.bound, s.unit.fenceArgs
 	clear(bound)
-	s.unit = unitState{bound: bound}
+	clear(args)
+	s.unit = unitState{bound: bound, fenceArgs: args}
 }
 
 // savepointTrust is a savepoint and the trust when it was taken.

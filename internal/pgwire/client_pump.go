@@ -399,7 +399,13 @@ func (s *session) bind(n int) error {
 		return bindError(err)
 	}
 	rest := n - len(portal) - len(stmt) - 2
-	d, err := s.decide(gate.Msg{Type: 'B', Portal: portal, Name: stmt})
+	m := gate.Msg{Type: 'B', Portal: portal, Name: stmt}
+	if s.pooled != nil {
+		// The gate reads parameters only for a set_config of a fencing
+		// setting, and only from a Bind held whole (gate.Msg.Args).
+		m.Args = s.cr.peek(rest)
+	}
+	d, err := s.decide(m)
 	if err != nil {
 		return err
 	}

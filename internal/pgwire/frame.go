@@ -120,6 +120,15 @@ func (r *reader) peekHeader() (typ byte, n int, whole bool) {
 	return typ, n, err == nil
 }
 
+// peek returns the next n bytes when they are buffered, without reading
+// them, else nil. The slice is valid until the next call.
+func (r *reader) peek(n int) []byte {
+	if n < 0 || r.w-r.r < n {
+		return nil
+	}
+	return r.buf[r.r : r.r+n]
+}
+
 // holds reports whether a message with an n-byte body fits the buffer.
 func (r *reader) holds(n int) bool { return n <= len(r.buf)-headerLen }
 
