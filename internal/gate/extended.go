@@ -23,7 +23,7 @@ func (s *Session) refuseExtended(r refusal) Decision {
 
 // parse records an extended-protocol statement; it exists for the gate once
 // the server confirms it with ParseComplete.
-func (s *Session) parse(name, sql, server string) Decision {
+func (s *Session) parse(name, sql, server string, paramTypes []uint32) Decision {
 	if reserved(name) {
 		return s.refuseExtended(refReserved)
 	}
@@ -43,6 +43,9 @@ func (s *Session) parse(name, sql, server string) Decision {
 	// The server lexes the text now, under the settings in force when it
 	// reaches it: record them for the Execute that analyses it.
 	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, named: name != "", server: server}
+	if s.cfg.Pooled {
+		p.typedParams = typedParams(paramTypes)
+	}
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, op: op, hasOp: true})
@@ -99,7 +102,11 @@ func (s *Session) recordFenceArgs(portal string, p *prepared, args []byte) {
 	if args == nil || p.opaque || p.unknown || p.st != nil || !containsFold(p.text, "set_config") {
 		return
 	}
-	if st := s.analyzeStatement(p); st == nil || !st.FenceParam {
+	if st := s.analyzeStatement(p); st == nil || !st.FenceParam || st.fenceParams&p.typedParams != 0 {
+		// A value the Parse typed otherwise than text reaches no
+		// pg_catalog.set_config as it is: the server picks another
+		// set_config of that type (a user's), or an implicit cast of the
+		// user's type to text runs.
 		return
 	}
 	set, ok := nonNullArgs(args)
@@ -111,6 +118,21 @@ func (s *Session) recordFenceArgs(portal string, p *prepared, args []byte) {
 	}
 	s.unit.fenceArgs[portal] = set
 }
+
+// typedParams returns the parameters (bit n-1 for $n, of the first 64)
+// that types give a type other than text (OID 25) or none (0).
+func typedParams(types []uint32) uint64 {
+	var m uint64
+	for i, oid := range types[:min(len(types), 64)] {
+		if oid != 0 && oid != oidText {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// oidText is the OID of PostgreSQL's text type.
+const oidText = 25
 
 // nonNullArgs reads a Bind's body after its names and returns which of the
 // first 64 parameters are not NULL (bit n-1 for $n); ok false when the

@@ -781,7 +781,9 @@ func TestPooledSessionSetOfExtraFloatDigitsToAShortestExactValuePasses(t *testin
 // a parameter. Bound to NULL, the server would reset it to the shared
 // connection's default, not to the client's startup value: the proxy reads
 // the parameters of the Bind sent with the Execute (before the same Sync)
-// and lets it set the token only when each such parameter has a value; a
+// and lets it set the token only when each such parameter has a value and
+// was given no type but text by the Parse (another type would make the
+// server call another set_config, a user's, or a user's cast to text); a
 // NULL one, a portal bound in an earlier unit, a Bind pgwire did not hold
 // whole, or SQL EXECUTE are refused (55Z05, hint: a literal).
 func TestPooledSetConfigOfAParameterNeedsItsValueInTheBind(t *testing.T) {
@@ -793,20 +795,26 @@ func TestPooledSetConfigOfAParameterNeedsItsValueInTheBind(t *testing.T) {
 		args      []byte
 		later     bool // Execute in a unit after the Bind's
 		refused   bool
+		types     []uint32 // the Parse's parameter types
 	}{
-		{"both values", "SELECT set_config('lock.fencing_token', $1, true), pg_catalog.set_config('lock.resource', $2::text, true)", val, false, false},
-		{"the token NULL", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", null1, false, true},
-		{"the resource NULL", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", null2, false, true},
-		{"a NULL parameter of another setting", "SELECT set_config('application_name', $2, true), set_config('lock.fencing_token', $1, true)", null2, false, false},
-		{"parameters not seen", "SELECT set_config('lock.fencing_token', $1, true)", nil, false, true},
-		{"bound in an earlier unit", "SELECT set_config('lock.fencing_token', $1, true)", val, true, true},
-		{"malformed", "SELECT set_config('lock.fencing_token', $1, true)", []byte{0, 0, 0, 1, 0, 0, 0, 9, '4'}, false, true},
+		{"typed text and none", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", val, false, false, []uint32{25, 0}},
+		{"typed int4", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", val, false, true, []uint32{23, 25}},
+		{"typed varchar", "SELECT set_config('lock.fencing_token', $1::text, true)", val, false, true, []uint32{1043}},
+		{"both values", "SELECT set_config('lock.fencing_token', $1, true), pg_catalog.set_config('lock.resource', $2::text, true)", val, false, false, nil},
+		{"the token NULL", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", null1, false, true, nil},
+		{"the resource NULL", "SELECT set_config('lock.fencing_token', $1, true), set_config('lock.resource', $2, true)", null2, false, true, nil},
+		{"a NULL parameter of another setting", "SELECT set_config('application_name', $2, true), set_config('lock.fencing_token', $1, true)", null2, false, false, nil},
+		{"parameters not seen", "SELECT set_config('lock.fencing_token', $1, true)", nil, false, true, nil},
+		{"bound in an earlier unit", "SELECT set_config('lock.fencing_token', $1, true)", val, true, true, nil},
+		{"malformed", "SELECT set_config('lock.fencing_token', $1, true)", []byte{0, 0, 0, 1, 0, 0, 0, 9, '4'}, false, true, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=r"})
 			w.send(q("BEGIN"))
 			w.replies("CZ", 'T')
-			got := w.send(parse("p", c.sql))
+			pm := parse("p", c.sql)
+			pm.ParamTypes = c.types
+			got := w.send(pm)
 			b := bind("", "p")
 			b.Args = c.args
 			got += " " + w.send(b)

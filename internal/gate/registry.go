@@ -30,6 +30,9 @@ type prepared struct {
 	// server: under Config.Pooled, the name pgwire gave the statement on
 	// the server (Msg.Server of its Parse).
 	server string
+	// typedParams: under Config.Pooled, the parameters (bit n-1 for $n)
+	// its Parse gave a type other than text or none (see Msg.ParamTypes).
+	typedParams uint64
 
 	// named: prepared by a Parse with a name, which SQL can redefine (a
 	// function's EXECUTE 'DEALLOCATE s' and 'PREPARE s AS …'); the

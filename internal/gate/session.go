@@ -35,6 +35,9 @@ type Msg struct {
 	// Server, for a Parse under Config.Pooled: the name pgwire sends the
 	// statement under on a shared server connection (ServerStatementName).
 	Server string
+	// ParamTypes, for a Parse: the parameter types it names (OIDs; 0 for
+	// none).
+	ParamTypes []uint32
 	// Args, for a Bind under Config.Pooled: its body after the two names
 	// (parameter formats, parameters, result formats) when pgwire holds
 	// it whole, else nil; valid only during the call.
@@ -328,7 +331,7 @@ func (s *Session) client(m Msg) Decision {
 	case 'Q':
 		return s.query(m.Text)
 	case 'P':
-		return s.parse(m.Name, m.Text, m.Server)
+		return s.parse(m.Name, m.Text, m.Server, m.ParamTypes)
 	case 'B':
 		return s.bind(m.Portal, m.Name, m.Args)
 	case 'E':

@@ -219,7 +219,7 @@ func decodeClient(typ byte, body []byte) (gate.Msg, error) {
 		if err := p.Decode(body); err != nil {
 			return m, protocolViolation("invalid Parse message: " + err.Error())
 		}
-		m.Name, m.Text = p.Name, p.Query
+		m.Name, m.Text, m.ParamTypes = p.Name, p.Query, p.ParameterOIDs
 	case 'E':
 		var e pgproto3.Execute
 		if err := e.Decode(body); err != nil {
