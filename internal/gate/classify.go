@@ -714,7 +714,7 @@ func isCatalogFunc(names []*pg_query.Node, fn string) bool {
 func plainValue(n *pg_query.Node) (ok bool, param int32) {
 	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
 		t := tc.GetTypeName()
-		if !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
+		if !isCatalogText(t.GetNames()) || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
 			return false, 0
 		}
 		n = tc.Arg

@@ -913,3 +913,35 @@ func TestPooledExecuteOfAFailedBlocksPortalIsAnsweredByTheProxy(t *testing.T) {
 		t.Errorf("the client saw %q, want E25P02Z", seen)
 	}
 }
+
+// A set_config of a fencing setting sets it for the transaction only when
+// its name and value are constants or parameters of PostgreSQL's own text:
+// a cast to a text type of the user's ('…'::alice.text, a quoted "TEXT")
+// runs the user's cast, or makes the server call another set_config. Such a
+// statement is refused, and the write after it is checked under the
+// session's token, never the server's setting.
+func TestPooledSetConfigThroughAUsersTextTypeIsNotTrusted(t *testing.T) {
+	for _, sql := range []string{
+		"SELECT set_config('lock.fencing_token'::alice.text, '99', true)",
+		"SELECT set_config('lock.fencing_token', '99'::\"TEXT\", true)",
+		"SELECT set_config('lock.fencing_token', $1::alice.text, true)",
+	} {
+		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=41 -c lock.resource=r"})
+		w.send(q("BEGIN"))
+		w.replies("CZ", 'T')
+		w.send(parse("", sql))
+		b := bind("", "")
+		b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 2, '9', '9', 0, 0}
+		if got := w.send(b) + " " + w.send(exec("")); !strings.Contains(got, "~raise") {
+			t.Errorf("%s: not refused: %s", sql, got)
+		}
+	}
+	w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=41 -c lock.resource=r"})
+	w.send(q("BEGIN"))
+	w.replies("CZ", 'T')
+	w.send(q("SELECT set_config('lock.fencing_token', '99'::pg_catalog.text, true)"))
+	w.replies("CCZ", 'T')
+	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "fence.check('', 'r'") {
+		t.Errorf("pg_catalog.text: the write does not read the transaction's setting: %s", got)
+	}
+}
