@@ -61,6 +61,11 @@ var knownPsycopgDifferences = map[string]string{
 	// through the proxy carry the same bytes both ways, in the order the
 	// server and the client sent them.
 	"tests.test_pipeline_async::test_errors_raised_on_commit": "upstream-flakey pipeline race",
+	// Marked flakey upstream ("random weight order, might cause wrong
+	// order"): it orders mocked DNS SRV records by random weights and opens
+	// no connection at all, so the proxy takes no part. Failed once through
+	// the proxy in a full run (2026-12-06 15:09 UTC, db3 and db2 swapped).
+	"tests.test_dns_srv::test_srv": "upstream-flakey random SRV weight order; connects to nothing",
 }
 
 func knownPsycopg(name string) bool {
