@@ -809,9 +809,7 @@ func TestPooledSetConfigOfAParameterNeedsItsValueInTheBind(t *testing.T) {
 		{"malformed", "SELECT set_config('lock.fencing_token', $1, true)", []byte{0, 0, 0, 1, 0, 0, 0, 9, '4'}, false, true, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=42 -c lock.resource=r"})
-			w.send(q("BEGIN"))
-			w.replies("CZ", 'T')
+			w := pooledBlock(t)
 			pm := parse("p", c.sql)
 			pm.ParamTypes = c.types
 			got := w.send(pm)
@@ -896,13 +894,20 @@ func TestPooledSetLocalToDefaultIsRefused(t *testing.T) {
 	}
 }
 
+// pooledBlock returns a session in transaction pool mode whose startup
+// options carry token 41 and resource r, inside a transaction block.
+func pooledBlock(t *testing.T) *wire {
+	w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=41 -c lock.resource=r"})
+	w.send(q("BEGIN"))
+	w.replies("CZ", 'T')
+	return w
+}
+
 // In transaction pool mode too, an Execute of the unnamed portal a failed
 // Query left in a failed block never reaches the server connection (see
 // failed_block_portals.txt): the proxy answers 25P02.
 func TestPooledExecuteOfAFailedBlocksPortalIsAnsweredByTheProxy(t *testing.T) {
-	w := pooledWire(t, nil)
-	w.send(q("BEGIN"))
-	w.replies("CZ", 'T')
+	w := pooledBlock(t)
 	w.send(q("DEALLOCATE nosuch"))
 	w.replies("E{26000}Z", 'E')
 	if got := w.send(exec("")); !strings.Contains(got, "E(~raise)") || strings.Contains(got, "E()") {
@@ -926,9 +931,7 @@ func TestPooledSetConfigThroughAUsersTextTypeIsNotTrusted(t *testing.T) {
 		"SELECT set_config('lock.fencing_token', '99'::\"TEXT\", true)",
 		"SELECT set_config('lock.fencing_token', $1::alice.text, true)",
 	} {
-		w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=41 -c lock.resource=r"})
-		w.send(q("BEGIN"))
-		w.replies("CZ", 'T')
+		w := pooledBlock(t)
 		w.send(parse("", sql))
 		b := bind("", "")
 		b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 2, '9', '9', 0, 0}
@@ -936,9 +939,7 @@ func TestPooledSetConfigThroughAUsersTextTypeIsNotTrusted(t *testing.T) {
 			t.Errorf("%s: not refused: %s", sql, got)
 		}
 	}
-	w := pooledWire(t, map[string]string{"options": "-c lock.fencing_token=41 -c lock.resource=r"})
-	w.send(q("BEGIN"))
-	w.replies("CZ", 'T')
+	w := pooledBlock(t)
 	w.send(q("SELECT set_config('lock.fencing_token', '99'::pg_catalog.text, true)"))
 	w.replies("CCZ", 'T')
 	if got := w.send(q("UPDATE t SET v = 1")); !strings.Contains(got, "fence.check('', 'r'") {
