@@ -67,6 +67,9 @@ var knownPsycopgDifferences = map[string]string{
 	// the proxy in a full run (2026-12-06 15:09 UTC, db3 and db2 swapped);
 	// run alone with no server at all, it failed 1 time in 60.
 	"tests.test_dns_srv::test_srv": "upstream-flakey random SRV weight order; connects to nothing",
+	// Its asyncio twin, marked flakey upstream likewise; failed once
+	// through the proxy in the next full run (15:52 UTC, db3 and db4 swapped).
+	"tests.test_dns_srv::test_srv_async": "upstream-flakey random SRV weight order; connects to nothing",
 }
 
 func knownPsycopg(name string) bool {
