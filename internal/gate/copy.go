@@ -196,7 +196,7 @@ func (s *Session) spareReady(status byte) Verdict {
 }
 
 // popSlot pops the head slot, and the slots behind it that get no reply.
-func (s *Session) popSlot() slot {
+func (s *Session) popSlot() *slot {
 	sl := s.slots.pop()
 	s.dropDead()
 	return sl

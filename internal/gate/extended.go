@@ -83,10 +83,7 @@ func (s *Session) bind(portal, stmt string, args []byte) Decision {
 	op := regOp{key: regKey{portal: true, name: portal}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotBind, op: op, hasOp: true})
-	if s.unit.bound == nil {
-		s.unit.bound = map[string]bool{}
-	}
-	s.unit.bound[portal] = true
+	s.unit.bound.set(portal, true)
 	if s.cfg.Pooled {
 		s.recordFenceArgs(portal, p, args)
 	}
@@ -98,7 +95,7 @@ func (s *Session) bind(portal, stmt string, args []byte) Decision {
 // unitState.fenceArgs). Only the statement's analysis says which parameters
 // matter; a text that holds no "set_config" cannot be one.
 func (s *Session) recordFenceArgs(portal string, p *prepared, args []byte) {
-	delete(s.unit.fenceArgs, portal)
+	s.unit.fenceArgs.del(portal)
 	if args == nil || p.opaque || p.unknown || p.st != nil || !containsFold(p.text, "set_config") {
 		return
 	}
@@ -113,10 +110,7 @@ func (s *Session) recordFenceArgs(portal string, p *prepared, args []byte) {
 	if !ok {
 		return
 	}
-	if s.unit.fenceArgs == nil {
-		s.unit.fenceArgs = map[string]uint64{}
-	}
-	s.unit.fenceArgs[portal] = set
+	s.unit.fenceArgs.set(portal, set)
 }
 
 // typedParams returns the parameters (bit n-1 for $n, of the first 64)
@@ -264,7 +258,7 @@ func (s *Session) PooledStatement(name string) (server string, ok bool) {
 // prepares them again on a server connection that lacks them. Only
 // meaningful while Settled.
 func (s *Session) PooledStatements(f func(name, server string)) {
-	for name, p := range s.reg.confirmed[0] {
+	for name, p := range s.reg.confirmed[0].all {
 		if p.server != "" && p.st == nil {
 			f(name, p.server)
 		}
@@ -349,9 +343,10 @@ func (s *Session) execute(portal string) Decision {
 	if an.wait || an.a != nil && s.mustWait(an.a) {
 		return Decision{Wait: true}
 	}
-	s.rerun = !s.unit.bound[portal]
-	if s.unit.bound != nil {
-		s.unit.bound[portal] = false
+	first, here := s.unit.bound.get(portal)
+	s.rerun = !first
+	if here {
+		s.unit.bound.set(portal, false)
 	}
 	defer func() { s.rerun = false }()
 	var before []pgproto3.FrontendMessage
@@ -368,7 +363,7 @@ func (s *Session) execute(portal string) Decision {
 	case an.a != nil && len(an.a.Statements) == 1:
 		st := &an.a.Statements[0]
 		s.byName = portal != "" || p.named
-		s.execArgs, s.execArgsKnown = s.unit.fenceArgs[portal]
+		s.execArgs, s.execArgsKnown = s.unit.fenceArgs.get(portal)
 		s.poolAlone = !s.unit.ran && s.poolIdle()
 		s.readUnsure = p.lexUnseen && lexRisky(p.text)
 		before = s.inject(s.decide(st, s.runs(st)))
@@ -406,7 +401,7 @@ func (s *Session) portalFailed(portal string) (Decision, bool) {
 	if portal != "" {
 		return Decision{}, false
 	}
-	if _, here := s.unit.bound[portal]; here {
+	if _, here := s.unit.bound.get(portal); here {
 		return Decision{}, false
 	}
 	if s.slots.unitsInFlight > 0 {

@@ -87,20 +87,12 @@ type regOp struct {
 // Each map is by namespace (regKey.kind: statements, then portals) and
 // name.
 type registry struct {
-	confirmed [2]map[string]*prepared
-	inflight  [2]map[string]int // changes sent and not yet answered or skipped
-	allFlight int               // "remove all" changes in flight
+	confirmed [2]names[*prepared]
+	inflight  [2]names[int] // changes sent and not yet answered or skipped
+	allFlight int           // "remove all" changes in flight
 
-	unit    [2]map[string]*prepared // changes made by the current unit
-	unitAll [2]bool                 // the current unit removed all statements / portals
-}
-
-func newRegistry() registry {
-	var r registry
-	for k := range 2 {
-		r.confirmed[k], r.inflight[k], r.unit[k] = map[string]*prepared{}, map[string]int{}, map[string]*prepared{}
-	}
-	return r
+	unit    [2]names[*prepared] // changes made by the current unit
+	unitAll [2]bool             // the current unit removed all statements / portals
 }
 
 // lookup returns what k names when the server reaches the current message:
@@ -108,21 +100,24 @@ func newRegistry() registry {
 // on a reply not yet received.
 func (r *registry) lookup(k regKey) (p *prepared, found, wait bool) {
 	kind := k.kind()
-	if p, ok := r.unit[kind][k.name]; ok {
+	if p, ok := r.unit[kind].get(k.name); ok {
 		return p, p != nil, false
 	}
 	if r.unitAll[kind] {
 		return nil, false, false
 	}
-	if r.inflight[kind][k.name] > 0 || r.allFlight > 0 {
+	if n, _ := r.inflight[kind].get(k.name); n > 0 || r.allFlight > 0 {
 		return nil, false, true
 	}
-	p = r.confirmed[kind][k.name]
+	p, _ = r.confirmed[kind].get(k.name)
 	return p, p != nil, false
 }
 
 // statement returns the statement the server confirmed under name.
-func (r *registry) statement(name string) *prepared { return r.confirmed[0][name] }
+func (r *registry) statement(name string) *prepared {
+	p, _ := r.confirmed[0].get(name)
+	return p
+}
 
 // send records that op was sent within the current unit.
 func (r *registry) send(op regOp) {
@@ -131,16 +126,17 @@ func (r *registry) send(op regOp) {
 		r.allFlight++
 		if op.allStmts {
 			r.unitAll[0] = true
-			clear(r.unit[0])
+			r.unit[0].clear()
 		}
 		if op.allPortals {
 			r.unitAll[1] = true
-			clear(r.unit[1])
+			r.unit[1].clear()
 		}
 	default:
-		kind := op.key.kind()
-		r.inflight[kind][op.key.name]++
-		r.unit[kind][op.key.name] = op.val
+		kind, name := op.key.kind(), op.key.name
+		n, _ := r.inflight[kind].get(name)
+		r.inflight[kind].set(name, n+1)
+		r.unit[kind].set(name, op.val)
 	}
 }
 
@@ -149,24 +145,26 @@ func (r *registry) settle(op regOp, applied bool) {
 	if op.allStmts || op.allPortals {
 		r.allFlight--
 		if applied && op.allStmts {
-			clear(r.confirmed[0])
+			r.confirmed[0].clear()
 		}
 		if applied && op.allPortals {
-			clear(r.confirmed[1])
+			r.confirmed[1].clear()
 		}
 		return
 	}
 	kind, name := op.key.kind(), op.key.name
-	if r.inflight[kind][name]--; r.inflight[kind][name] <= 0 {
-		delete(r.inflight[kind], name)
+	if n, _ := r.inflight[kind].get(name); n > 1 {
+		r.inflight[kind].set(name, n-1)
+	} else {
+		r.inflight[kind].del(name)
 	}
 	if !applied {
 		return
 	}
 	if op.val == nil {
-		delete(r.confirmed[kind], name)
+		r.confirmed[kind].del(name)
 	} else {
-		r.confirmed[kind][name] = op.val
+		r.confirmed[kind].set(name, op.val)
 	}
 }
 
@@ -174,12 +172,12 @@ func (r *registry) settle(op regOp, applied bool) {
 // the proxy could not see ran and may have deallocated and prepared them
 // again, or declared cursors, under the same names.
 func (r *registry) distrust() {
-	for _, m := range []map[string]*prepared{r.confirmed[0], r.confirmed[1], r.unit[0], r.unit[1]} {
-		for k, p := range m {
+	for _, m := range []*names[*prepared]{&r.confirmed[0], &r.confirmed[1], &r.unit[0], &r.unit[1]} {
+		for k, p := range m.all {
 			if p != nil && !p.opaque {
 				c := *p
 				c.opaque = true
-				m[k] = &c
+				m.set(k, &c)
 			}
 		}
 	}
@@ -187,8 +185,8 @@ func (r *registry) distrust() {
 
 // endUnit forgets the current unit's view.
 func (r *registry) endUnit() {
-	clear(r.unit[0])
-	clear(r.unit[1])
+	r.unit[0].clear()
+	r.unit[1].clear()
 	r.unitAll = [2]bool{}
 }
 
@@ -202,9 +200,9 @@ func (r *registry) endUnit() {
 // (DECLARE, Bind), or through code the proxy cannot see, after which
 // every entry is distrusted.
 func (r *registry) transactionEnded() {
-	for k, p := range r.confirmed[1] {
+	for k, p := range r.confirmed[1].all {
 		if !p.hold {
-			delete(r.confirmed[1], k)
+			r.confirmed[1].del(k)
 		}
 	}
 }

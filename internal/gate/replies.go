@@ -106,7 +106,7 @@ func (s *Session) Server(r Reply) Verdict {
 		return s.readyForQuery(r.Status, v)
 	}
 	sl := s.popSlot()
-	s.settleOps(&sl, true)
+	s.settleOps(sl, true)
 	if sl.kind == slotBind && sl.op.key == (regKey{portal: true}) {
 		s.unnamedFailed = false // the new unnamed portal replaced the failed one
 	}
@@ -171,7 +171,7 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 	case spares && h.kind != slotQuery:
 		// The COPY's Execute: what follows is settled by copyFailed.
 		sl := s.popSlot()
-		s.settleOps(&sl, false)
+		s.settleOps(sl, false)
 	case h.kind == slotQuery:
 		// The first statement of a Query sent into a failed block is
 		// refused (25P02) before it gets a portal; any other error may
@@ -190,7 +190,7 @@ func (s *Session) serverError(e *pgproto3.ErrorResponse) Verdict {
 		// The server skips every message up to the next Sync.
 		for !s.slots.empty() && s.slots.front().kind != slotSync {
 			sl := s.slots.pop()
-			s.settleOps(&sl, false)
+			s.settleOps(sl, false)
 			for _, ops := range sl.effects {
 				for _, op := range ops {
 					s.reg.settle(op, false)
@@ -239,7 +239,7 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 	if u.copyGen != 0 && u.copyGen == s.copyGen {
 		s.copyPending = false // the unit that may have started COPY-in mode is over
 	}
-	s.settleOps(&u, true) // a Query drops the unnamed statement and portal even when it fails
+	s.settleOps(u, true) // a Query drops the unnamed statement and portal even when it fails
 	for _, ops := range u.effects {
 		for _, op := range ops {
 			s.reg.settle(op, false) // statements that never completed

@@ -103,11 +103,11 @@ type unitState struct {
 	// transaction counts at that Execute alone (see Session.rerun). Across
 	// units the server may have skipped the Bind (after an error) and kept
 	// an older portal of the name (see Session.portalFailed).
-	bound map[string]bool
+	bound names[bool]
 	// fenceArgs: for the portals bound in this unit to a set_config of a
 	// fencing setting from parameters, under Config.Pooled, which of those
 	// parameters the Bind gave a value (not NULL): see Session.fenceArgsSet.
-	fenceArgs map[string]uint64
+	fenceArgs names[uint64]
 	// poolSet: the unit's one statement is a session-level change of the
 	// fencing settings, kept in Session.tracked once the server answered
 	// the unit without an error (Config.Pooled).
@@ -243,7 +243,7 @@ type Session struct {
 // message carried params. Until the startup probe is answered (see
 // [Session.Probe]), the session may hold a token.
 func NewSession(cfg *Config, params map[string]string) *Session {
-	s := &Session{cfg: cfg, tokenMaybe: true, reg: newRegistry(), lastReady: 'I', settings: settings{encoding: "UTF8"}}
+	s := &Session{cfg: cfg, tokenMaybe: true, lastReady: 'I', settings: settings{encoding: "UTF8"}}
 	if cfg != nil && cfg.Pooled {
 		s.tracked, _, _ = PooledStartup(params) // CheckStartup refused what is invalid
 		s.startup = s.tracked
@@ -501,12 +501,12 @@ func (s *Session) beginUnit() {
 	}
 }
 
-// resetUnit clears the unit's state. The map of bound portals is kept,
+// resetUnit clears the unit's state. The maps of bound portals are kept,
 // emptied, for the next unit's Binds: a session makes one.
 func (s *Session) resetUnit() {
 	bound, args := s.unit.bound, s.unit.fenceArgs
-	clear(bound)
-	clear(args)
+	bound.clear()
+	args.clear()
 	s.unit = unitState{bound: bound, fenceArgs: args}
 }
 

@@ -151,7 +151,8 @@ func (k slotKind) accepts(typ byte) (ok, last bool) {
 	return false, false
 }
 
-// slotQueue is a FIFO of slots that reuses its storage.
+// slotQueue is a FIFO of slots that reuses its storage: a push into an
+// empty queue starts again at the front.
 type slotQueue struct {
 	buf           []slot
 	head          int
@@ -160,6 +161,7 @@ type slotQueue struct {
 
 func (q *slotQueue) push(s slot) *slot {
 	if q.head > 0 && q.head == len(q.buf) {
+		clear(q.buf) // the popped slots' references
 		q.buf, q.head = q.buf[:0], 0
 	}
 	q.buf = append(q.buf, s)
@@ -188,15 +190,13 @@ func (q *slotQueue) front() *slot {
 	return &q.buf[q.head]
 }
 
-func (q *slotQueue) pop() slot {
-	s := q.buf[q.head]
+// pop removes the slot at the head and returns it, in place: it stays
+// valid until the next push.
+func (q *slotQueue) pop() *slot {
+	s := &q.buf[q.head]
 	if s.ends {
 		q.unitsInFlight--
 	}
-	q.buf[q.head] = slot{}
 	q.head++
-	if q.head == len(q.buf) {
-		q.buf, q.head = q.buf[:0], 0
-	}
 	return s
 }
