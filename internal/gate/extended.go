@@ -472,7 +472,7 @@ func (s *Session) resolve(p *prepared) (*Statement, analysis) {
 // fencing is possible when those settings were changing, or differ from
 // today's in a way that could change how the text reads.
 func (s *Session) analyzePrepared(p *prepared) analysis {
-	if lexRisky(p.text) && (p.lexUnsure || p.lex != s.settings) {
+	if (p.lexUnsure || p.lex != s.settings) && lexRisky(p.text) {
 		if s.unreadableAsOpaque(p.text) {
 			return analysis{opaque: true}
 		}

@@ -40,7 +40,9 @@ func (n *names[V]) del(name string) {
 
 func (n *names[V]) clear() {
 	n.del("")
-	clear(n.m)
+	if len(n.m) > 0 {
+		clear(n.m)
+	}
 }
 
 // all yields every name and its value; the loop may set or delete the

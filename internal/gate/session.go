@@ -311,7 +311,7 @@ func (s *Session) Client(m Msg) Decision {
 		return Decision{Wait: true}
 	}
 	pre := s.probeFirst(m.Type)
-	d := s.client(m)
+	d := s.client(&m)
 	if pre != nil {
 		d.Before = append(pre, d.Before...)
 	}
@@ -326,7 +326,7 @@ func (s *Session) Client(m Msg) Decision {
 	return d
 }
 
-func (s *Session) client(m Msg) Decision {
+func (s *Session) client(m *Msg) Decision {
 	switch m.Type {
 	case 'Q':
 		return s.query(m.Text)

@@ -152,7 +152,11 @@ func (k slotKind) accepts(typ byte) (ok, last bool) {
 }
 
 // slotQueue is a FIFO of slots that reuses its storage: a push into an
-// empty queue starts again at the front.
+// empty queue starts again at the front. Popped slots are overwritten by
+// later pushes, not cleared, up to keptSlots of them: their references
+// (statements, slices) outlive them that long.
+const keptSlots = 16
+
 type slotQueue struct {
 	buf           []slot
 	head          int
@@ -161,7 +165,9 @@ type slotQueue struct {
 
 func (q *slotQueue) push(s slot) *slot {
 	if q.head > 0 && q.head == len(q.buf) {
-		clear(q.buf) // the popped slots' references
+		if len(q.buf) > keptSlots {
+			clear(q.buf) // a deep pipeline's references
+		}
 		q.buf, q.head = q.buf[:0], 0
 	}
 	q.buf = append(q.buf, s)

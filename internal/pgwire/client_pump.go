@@ -240,9 +240,11 @@ func decodeClient(typ byte, body []byte) (gate.Msg, error) {
 func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 	for {
 		s.gateMu.Lock()
-		if cfg := s.reloaded.Swap(nil); cfg != nil {
-			if g, ok := s.gate.(interface{ Reconfigure(*gate.Config) }); ok {
-				g.Reconfigure(cfg)
+		if s.reloaded.Load() != nil { // loaded first: no atomic write on every message
+			if cfg := s.reloaded.Swap(nil); cfg != nil {
+				if g, ok := s.gate.(interface{ Reconfigure(*gate.Config) }); ok {
+					g.Reconfigure(cfg)
+				}
 			}
 		}
 		d := s.gate.Client(m)
