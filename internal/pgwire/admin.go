@@ -122,15 +122,25 @@ func (i *sessionInfo) identity() identity {
 }
 
 // lastCheck returns what the session's last fence check carried, and
-// whether it had one.
+// whether it had one. Safe from any goroutine.
 func (s *session) lastCheck() (fencestore.CheckArgs, bool) {
-	s.gateMu.Lock()
-	defer s.gateMu.Unlock()
-	if s.gate == nil {
-		return fencestore.CheckArgs{}, false
+	if c := s.lastCheckSeen.Load(); c != nil {
+		return *c, true
 	}
+	return fencestore.CheckArgs{}, false
+}
+
+// publishLastCheck publishes gate's LastCheck for lastCheck, when it
+// changed. Called by the client direction, where gate decides checks,
+// with the gate locked.
+func (s *session) publishLastCheck() {
 	c := s.gate.LastCheck()
-	return c, c != fencestore.CheckArgs{}
+	if c == (fencestore.CheckArgs{}) {
+		return
+	}
+	if old := s.lastCheckSeen.Load(); old == nil || *old != c {
+		s.lastCheckSeen.Store(&c)
+	}
 }
 
 // state names the session's state as pg_stat_activity does.

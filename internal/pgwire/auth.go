@@ -106,8 +106,7 @@ func (s *session) startupProbe() error {
 
 // gateSettled reports whether gate has every reply to what was sent.
 func (s *session) gateSettled() bool {
-	s.gateMu.Lock()
-	defer s.gateMu.Unlock()
+	defer s.unlockGate(s.lockGate())
 	return s.gate.Settled()
 }
 

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -139,7 +140,7 @@ func (s *session) clientMessage(typ byte, n int) error {
 		if err != nil {
 			return err
 		}
-		m, err := decodeClient(typ, body)
+		m, err := decodeClient(typ, body, s.pooled != nil)
 		if err != nil {
 			return err
 		}
@@ -179,9 +180,9 @@ func (s *session) clientMessage(typ byte, n int) error {
 		if err != nil {
 			return err
 		}
-		s.gateMu.Lock()
+		locked := s.lockGate()
 		s.copyEnds++
-		s.gateMu.Unlock()
+		s.unlockGate(locked)
 		own, err := s.applyBefore(d)
 		if err == nil {
 			err = s.ownOrDiscard(own, n, func() error { return s.forward(typ, n) })
@@ -204,8 +205,9 @@ func (s *session) forward(typ byte, n int) error {
 }
 
 // decodeClient decodes what gate needs of a Query, Parse, Execute,
-// Describe or Close.
-func decodeClient(typ byte, body []byte) (gate.Msg, error) {
+// Describe or Close; a Parse's parameter types only when pooled (gate
+// reads them only under Config.Pooled).
+func decodeClient(typ byte, body []byte, pooled bool) (gate.Msg, error) {
 	m := gate.Msg{Type: typ}
 	switch typ {
 	case 'Q':
@@ -215,17 +217,15 @@ func decodeClient(typ byte, body []byte) (gate.Msg, error) {
 		}
 		m.Text = q.String
 	case 'P':
-		var p pgproto3.Parse
-		if err := p.Decode(body); err != nil {
-			return m, protocolViolation("invalid Parse message: " + err.Error())
+		if !decodeParse(body, &m, pooled) {
+			return m, protocolViolation("invalid Parse message")
 		}
-		m.Name, m.Text, m.ParamTypes = p.Name, p.Query, p.ParameterOIDs
 	case 'E':
-		var e pgproto3.Execute
-		if err := e.Decode(body); err != nil {
-			return m, protocolViolation("invalid Execute message: " + err.Error())
+		portal, rest, ok := cstring(body)
+		if !ok || len(rest) < 4 {
+			return m, protocolViolation("invalid Execute message")
 		}
-		m.Portal = e.Portal
+		m.Portal = portal
 	case 'D', 'C':
 		if len(body) < 2 || body[len(body)-1] != 0 || bytes.IndexByte(body[1:len(body)-1], 0) >= 0 {
 			return m, protocolViolation(fmt.Sprintf("invalid %q message", typ))
@@ -235,11 +235,49 @@ func decodeClient(typ byte, body []byte) (gate.Msg, error) {
 	return m, nil
 }
 
+// decodeParse reads a Parse message's name, text and, when types is
+// set, parameter types into m, as pgproto3.Parse.Decode does without its
+// copies: that copies each string twice (bytes.Buffer.ReadBytes, then
+// string) and grows the types' slice one by one, on every Parse a driver
+// sends.
+func decodeParse(body []byte, m *gate.Msg, types bool) bool {
+	name, rest, ok := cstring(body)
+	if !ok {
+		return false
+	}
+	text, rest, ok := cstring(rest)
+	if !ok || len(rest) < 2 {
+		return false
+	}
+	k := int(binary.BigEndian.Uint16(rest))
+	if rest = rest[2:]; len(rest) < 4*k {
+		return false
+	}
+	m.Name, m.Text = name, text
+	if types && k > 0 {
+		m.ParamTypes = make([]uint32, k)
+		for i := range m.ParamTypes {
+			m.ParamTypes[i] = binary.BigEndian.Uint32(rest[4*i:])
+		}
+	}
+	return true
+}
+
+// cstring splits the NUL-terminated string at the start of b from the
+// rest; ok is false when b holds no NUL.
+func cstring(b []byte) (s string, rest []byte, ok bool) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return "", nil, false
+	}
+	return string(b[:i]), b[i+1:], true
+}
+
 // decide asks gate about m, waiting as long as gate says to: until every
 // reply to what was sent before has arrived.
 func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 	for {
-		s.gateMu.Lock()
+		locked := s.lockGate()
 		if s.reloaded.Load() != nil { // loaded first: no atomic write on every message
 			if cfg := s.reloaded.Swap(nil); cfg != nil {
 				if g, ok := s.gate.(interface{ Reconfigure(*gate.Config) }); ok {
@@ -249,7 +287,10 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 		}
 		d := s.gate.Client(m)
 		settled := d.Wait && s.gate.Settled() // only a Wait needs it
-		s.gateMu.Unlock()
+		if len(d.Before) > 0 || d.Replace != nil {
+			s.publishLastCheck() // what gate injects may be a check
+		}
+		s.unlockGate(locked)
 		if d.Fail != "" {
 			return d, protocolViolation(d.Fail)
 		}
@@ -304,8 +345,7 @@ func (s *session) waitSettled() error {
 // CopyBoth mode), and the replies the held message waits for would never
 // come.
 func (s *session) heldInCopy() bool {
-	s.gateMu.Lock()
-	defer s.gateMu.Unlock()
+	defer s.unlockGate(s.lockGate())
 	return s.copyIn && s.copyEnds == s.copyEndsRef
 }
 

@@ -63,10 +63,14 @@ type eventLoop struct {
 	mu    sync.Mutex
 	tasks []func() // posted by other goroutines, run by the loop
 	spare []func() // the loop goroutine's: the next tasks slice
+	// posted: tasks may hold something (set by post after it appends).
 	// awake: the loop is not waiting in the kernel, and runs what is
 	// posted before it waits again: post need not wake it (io_uring
-	// loops; an epoll loop is always woken).
-	awake bool
+	// loops; an epoll loop is always woken). The loop clears awake, then
+	// loads posted; post sets posted, then loads awake: one of the two
+	// sees the other's store, so no task waits for a wake-up never sent.
+	posted atomic.Bool
+	awake  atomic.Bool
 
 	ends  map[int32]*loopEnd // the loop goroutine's own
 	again []*looped          // sessions to serve again without an event
@@ -230,9 +234,9 @@ func newEventFD() (int, error) {
 func (l *eventLoop) post(f func()) {
 	l.mu.Lock()
 	l.tasks = append(l.tasks, f)
-	awake := l.awake
 	l.mu.Unlock()
-	if awake {
+	l.posted.Store(true)
+	if l.awake.Load() {
 		return
 	}
 	var one [8]byte
@@ -292,6 +296,10 @@ func (l *eventLoop) run() {
 
 // runTasks runs what other goroutines posted.
 func (l *eventLoop) runTasks() {
+	if !l.posted.Load() {
+		return
+	}
+	l.posted.Store(false) // before taking them: a task posted after this sets it again
 	l.mu.Lock()
 	tasks := l.tasks
 	l.tasks = l.spare[:0] // two slices in turn: posting allocates nothing

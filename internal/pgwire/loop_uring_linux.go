@@ -81,16 +81,15 @@ func (l *eventLoop) runRing(ready chan<- error) {
 	var turn []*looped
 	for {
 		wait := uint32(1)
-		l.mu.Lock()
-		if len(l.again) > 0 || len(l.tasks) > 0 {
+		l.awake.Store(false)
+		if len(l.again) > 0 || l.posted.Load() {
 			wait = 0
+			l.awake.Store(true)
 		}
-		l.awake = wait == 0
-		l.mu.Unlock()
 		r.enter(wait)
-		l.mu.Lock()
-		l.awake = true
-		l.mu.Unlock()
+		if wait != 0 {
+			l.awake.Store(true)
+		}
 		l.runTasks() // posted while it was awake, without a wake-up
 		turn = append(turn[:0], l.again...)
 		l.again = l.again[:0]

@@ -207,8 +207,7 @@ func (s *session) unnamedWanted() *pgproto3.Parse {
 	if s.pooled.unnamed == nil && s.pooled.unnamedBody == nil {
 		return nil
 	}
-	s.gateMu.Lock()
-	defer s.gateMu.Unlock()
+	defer s.unlockGate(s.lockGate())
 	g, ok := s.gate.(interface {
 		PooledStatement(name string) (string, bool)
 	})
@@ -236,7 +235,7 @@ func (s *session) liveStatements() map[string]string {
 		return nil // every statement the gate confirmed was sent, and kept, here
 	}
 	live := map[string]string{}
-	s.gateMu.Lock()
+	locked := s.lockGate()
 	if g, ok := s.gate.(interface {
 		PooledStatements(func(name, server string))
 	}); ok {
@@ -246,7 +245,7 @@ func (s *session) liveStatements() map[string]string {
 			}
 		})
 	}
-	s.gateMu.Unlock()
+	s.unlockGate(locked)
 	for server := range s.pooled.stmts {
 		if _, ok := live[server]; !ok {
 			delete(s.pooled.stmts, server)

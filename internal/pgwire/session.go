@@ -41,9 +41,15 @@ type session struct {
 	ur *reader       // from upstream
 	uw *bufio.Writer // to upstream; written by the client reader
 
-	gateMu sync.Mutex // serializes the two directions' calls into gate; stateMu may be taken under it, never the reverse
-	gate   gater      // fencing decisions for this session
-	encBuf []byte     // scratch for encoding injected messages (client direction)
+	// gateMu serializes the goroutine relay's two directions' calls into
+	// gate (lockGate); stateMu may be taken under it, never the reverse.
+	gateMu sync.Mutex
+	gate   gater // fencing decisions for this session
+	// lastCheckSeen: what gate's last check carried (gate's LastCheck),
+	// published for the admin view and refusal logs, which read it from
+	// other goroutines; nil before the first check.
+	lastCheckSeen atomic.Pointer[fencestore.CheckArgs]
+	encBuf        []byte // scratch for encoding injected messages (client direction)
 	// COPY FROM STDIN or CopyBoth mode, under gateMu (heldInCopy): copyIn,
 	// the server's CopyInResponse or CopyBothResponse relayed and the copy
 	// not ended by the server since (CommandComplete, ErrorResponse or
@@ -152,6 +158,25 @@ func (s *session) close() {
 
 // looped reports whether the event loop relays the session.
 func (s *session) looped() bool { return s.inLoop }
+
+// lockGate takes gateMu unless an event loop relays the session: the loop
+// alone calls into gate then, from one goroutine, so a lock per message
+// would order nothing. It returns whether it locked, for unlockGate (the
+// loop may hand the session over meanwhile). Other goroutines never call
+// into gate: they read what pgwire publishes (lastCheckSeen).
+func (s *session) lockGate() bool {
+	if s.inLoop {
+		return false
+	}
+	s.gateMu.Lock()
+	return true
+}
+
+func (s *session) unlockGate(locked bool) {
+	if locked {
+		s.gateMu.Unlock()
+	}
+}
 
 func (s *session) run(ctx context.Context) {
 	defer s.close()

@@ -110,7 +110,7 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		}
 		closing = r.Error != nil && (r.Error.Severity == "FATAL" || r.Error.Severity == "PANIC")
 	}
-	s.gateMu.Lock()
+	locked := s.lockGate()
 	v := s.gate.Server(r)
 	settled := s.gate.Settled()
 	switch typ {
@@ -138,7 +138,7 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		}
 		s.stateMu.Unlock()
 	}
-	s.gateMu.Unlock()
+	s.unlockGate(locked)
 	if typ == 'Z' && settled {
 		s.checkIdle()
 	}
