@@ -632,19 +632,32 @@ func (s *Session) injected(sl slot, name, sql string, params [][]byte, closeP bo
 		sl.kind = k
 		s.slots.push(sl)
 	}
-	msgs := []pgproto3.FrontendMessage{
-		&pgproto3.Close{ObjectType: 'S', Name: name},
-		&pgproto3.Parse{Name: name, Query: sql},
-		&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name, Parameters: params},
-		&pgproto3.Close{ObjectType: 'S', Name: name},
-		&pgproto3.Execute{Portal: name},
+	m := &injectedMsgs{
+		closeS:  pgproto3.Close{ObjectType: 'S', Name: name},
+		parse:   pgproto3.Parse{Name: name, Query: sql},
+		bind:    pgproto3.Bind{DestinationPortal: name, PreparedStatement: name, Parameters: params},
+		execute: pgproto3.Execute{Portal: name},
+		closeP:  pgproto3.Close{ObjectType: 'P', Name: name},
 	}
+	m.list = [...]pgproto3.FrontendMessage{&m.closeS, &m.parse, &m.bind, &m.closeS, &m.execute, &m.closeP}
 	if closeP {
 		sl.kind = slotClose
 		s.slots.push(sl)
-		msgs = append(msgs, &pgproto3.Close{ObjectType: 'P', Name: name})
+		return m.list[:6:6]
 	}
-	return msgs
+	return m.list[:5:5]
+}
+
+// injectedMsgs holds the messages of an injected statement in one
+// allocation (an injected check goes with every fenced statement). The
+// two Closes of the statement are one message sent twice: nothing
+// changes a message once made.
+type injectedMsgs struct {
+	closeS, closeP pgproto3.Close
+	parse          pgproto3.Parse
+	bind           pgproto3.Bind
+	execute        pgproto3.Execute
+	list           [6]pgproto3.FrontendMessage
 }
 
 // reserved reports whether a client-chosen name is one of the proxy's.

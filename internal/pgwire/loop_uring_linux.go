@@ -106,12 +106,12 @@ func (l *eventLoop) runRing(ready chan<- error) {
 			if lp == nil {
 				return
 			}
-			lp.completed(int(user&3), res)
+			serve := lp.completed(int(user&3), res)
 			if lp.gone {
 				lp.finishIfIdle()
 				return
 			}
-			if !lp.queued {
+			if serve && !lp.queued {
 				lp.queued = true
 				turn = append(turn, lp)
 			}
@@ -270,19 +270,31 @@ func (lp *looped) adoptRing() {
 	lp.usrc.rx.arm()
 }
 
-// completed records the completion of the session's operation op.
-func (lp *looped) completed(op int, res int32) {
+// completed records the completion of the session's operation op, and
+// reports whether the session has something to serve since: anything
+// received; after a send, output that was held back (a turn stopped for
+// it: fdSink.held), the socket's error, or in transaction pool mode a
+// connection's release, which waits for its sends. Most sends complete
+// with nothing behind them, and serving the session then would find
+// nothing to do.
+func (lp *looped) completed(op int, res int32) (serve bool) {
 	lp.ops--
+	var tx *ringSend
 	switch op {
 	case opClientRecv:
 		lp.csrc.rx.completed(res)
+		return true
 	case opUpstreamRecv:
 		lp.usrc.rx.completed(res)
+		return true
 	case opClientSend:
-		lp.csink.tx.completed(res)
+		tx = lp.csink.tx
 	case opUpstreamSend:
-		lp.usink.tx.completed(res)
+		tx = lp.usink.tx
 	}
+	held := tx.held()
+	tx.completed(res)
+	return held || tx.err != nil || lp.pl != nil
 }
 
 // cancelRing cancels the session's operations in the kernel; finish runs
