@@ -201,7 +201,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 		matters = mayNeedSession(sql)
 	}
 	if !matters && s.unit.checked && s.fencingPossible() {
-		matters = mayMatterInChecked(sql)
+		matters = s.memo.mayMatterInChecked(sql)
 	}
 	if !matters && (!s.fencingPossible() || s.unit.checked && len(s.cfg.Tables) == 0 && s.unit.key.covers(s.sessionKey())) {
 		// It cannot set a token, carry a directive, end the transaction or

@@ -6,8 +6,8 @@ package gate
 // each execution) is not scanned again each time. The scans read the text
 // alone, so a memo is right for as long as the text is the same.
 type textMemo struct {
-	text                   string
-	matters, copyIn, opens scan
+	text                            string
+	matters, copyIn, opens, checked scan
 }
 
 // scan is a remembered word scan: not yet done, or its answer.
@@ -56,6 +56,12 @@ func (m *textMemo) mayCopyIn(text string, a *Analysis) bool {
 }
 
 func mayCopyInText(text string) bool { return mayCopyIn(text, nil) }
+
+// mayMatterInChecked is mayMatterInChecked(text), remembered. Its words
+// include noTxnWords: a text it clears needs no mayBeNoTxnBlock scan.
+func (m *textMemo) mayMatterInChecked(text string) bool {
+	return m.remember(&m.checked, mayMatterInChecked, text)
+}
 
 // mayOpenBlock is mayOpenBlock(text), remembered.
 func (m *textMemo) mayOpenBlock(text string) bool {
