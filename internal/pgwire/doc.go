@@ -90,8 +90,10 @@
 // until the loop lets go of the session. The session's close is idempotent
 // and reached on every path. Only the upstream reader writes to the client
 // once it runs; an error for the client from the client-reading side is
-// sent after that reader has stopped. An event loop alone touches its
-// sessions: other goroutines post it work (close, shutdown).
+// sent after that reader has stopped; the two directions' calls into gate
+// are ordered by a mutex. An event loop alone touches its sessions, gate
+// included, without that mutex: other goroutines post it work (close,
+// shutdown), and the admin view reads what the session publishes.
 //
 // Serve's ctx ends everything at once. Shutdown is the graceful path: it
 // closes the listeners, closes idle sessions (ReadyForQuery status 'I', no
