@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-func encode(t *testing.T, msgs ...pgproto3.Message) []byte {
-	t.Helper()
+func encode(tb testing.TB, msgs ...pgproto3.Message) []byte {
+	tb.Helper()
 	var buf []byte
 	for _, m := range msgs {
 		var err error
 		if buf, err = m.Encode(buf); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	return buf

@@ -22,18 +22,18 @@ func BenchmarkLoopRelay(b *testing.B) {
 	const sel = "SELECT abalance FROM pgbench_accounts WHERE aid = $1"
 	for _, tc := range []struct {
 		name  string
-		setup []pgproto3.FrontendMessage
-		txn   []pgproto3.FrontendMessage
+		setup []pgproto3.Message
+		txn   []pgproto3.Message
 	}{
-		{"simple", nil, []pgproto3.FrontendMessage{&pgproto3.Query{String: "SELECT abalance FROM pgbench_accounts WHERE aid = 42"}}},
-		{"extended", nil, []pgproto3.FrontendMessage{
+		{"simple", nil, []pgproto3.Message{&pgproto3.Query{String: "SELECT abalance FROM pgbench_accounts WHERE aid = 42"}}},
+		{"extended", nil, []pgproto3.Message{
 			&pgproto3.Parse{Query: sel},
 			&pgproto3.Bind{Parameters: [][]byte{[]byte("42")}},
 			&pgproto3.Describe{ObjectType: 'P'},
 			&pgproto3.Execute{},
 			&pgproto3.Sync{},
 		}},
-		{"prepared", []pgproto3.FrontendMessage{&pgproto3.Parse{Name: "P_1", Query: sel}, &pgproto3.Sync{}}, []pgproto3.FrontendMessage{
+		{"prepared", []pgproto3.Message{&pgproto3.Parse{Name: "P_1", Query: sel}, &pgproto3.Sync{}}, []pgproto3.Message{
 			&pgproto3.Bind{PreparedStatement: "P_1", Parameters: [][]byte{[]byte("42")}},
 			&pgproto3.Execute{},
 			&pgproto3.Sync{},
@@ -45,10 +45,10 @@ func BenchmarkLoopRelay(b *testing.B) {
 			startRelayWith(b, Config{Upstream: "fake"}, cannedUpstream, nil, clientEnd, proxyClient, proxyUp, upstreamEnd)
 			r := bufio.NewReaderSize(clientEnd, 8192)
 			if len(tc.setup) > 0 {
-				clientEnd.Write(encodeAll(b, tc.setup))
+				clientEnd.Write(encode(b, tc.setup...))
 				untilReady(b, r)
 			}
-			txn := encodeAll(b, tc.txn)
+			txn := encode(b, tc.txn...)
 			for b.Loop() {
 				if _, err := clientEnd.Write(txn); err != nil {
 					b.Fatal(err)
@@ -57,18 +57,6 @@ func BenchmarkLoopRelay(b *testing.B) {
 			}
 		})
 	}
-}
-
-func encodeAll(tb testing.TB, msgs []pgproto3.FrontendMessage) []byte {
-	tb.Helper()
-	var buf []byte
-	for _, m := range msgs {
-		var err error
-		if buf, err = m.Encode(buf); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return buf
 }
 
 // untilReady reads messages up to a ReadyForQuery.

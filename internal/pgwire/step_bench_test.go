@@ -23,42 +23,42 @@ func BenchmarkSessionSteps(b *testing.B) {
 	ready := &pgproto3.ReadyForQuery{TxStatus: 'I'}
 	for _, tc := range []struct {
 		name    string
-		setup   []pgproto3.FrontendMessage
-		txn     []pgproto3.FrontendMessage
-		replies []pgproto3.BackendMessage
+		setup   []pgproto3.Message
+		txn     []pgproto3.Message
+		replies []pgproto3.Message
 	}{
 		{"simple", nil,
-			[]pgproto3.FrontendMessage{&pgproto3.Query{String: "SELECT abalance FROM pgbench_accounts WHERE aid = 42"}},
-			[]pgproto3.BackendMessage{rowDesc, row, done, ready}},
+			[]pgproto3.Message{&pgproto3.Query{String: "SELECT abalance FROM pgbench_accounts WHERE aid = 42"}},
+			[]pgproto3.Message{rowDesc, row, done, ready}},
 		{"extended", nil,
-			[]pgproto3.FrontendMessage{
+			[]pgproto3.Message{
 				&pgproto3.Parse{Query: sel, ParameterOIDs: []uint32{0}},
 				&pgproto3.Bind{Parameters: [][]byte{[]byte("42")}},
 				&pgproto3.Describe{ObjectType: 'P'},
 				&pgproto3.Execute{},
 				&pgproto3.Sync{},
 			},
-			[]pgproto3.BackendMessage{&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, rowDesc, row, done, ready}},
+			[]pgproto3.Message{&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, rowDesc, row, done, ready}},
 		{"prepared",
-			[]pgproto3.FrontendMessage{&pgproto3.Parse{Name: "P_1", Query: sel}, &pgproto3.Sync{}},
-			[]pgproto3.FrontendMessage{
+			[]pgproto3.Message{&pgproto3.Parse{Name: "P_1", Query: sel}, &pgproto3.Sync{}},
+			[]pgproto3.Message{
 				&pgproto3.Bind{PreparedStatement: "P_1", Parameters: [][]byte{[]byte("42")}},
 				&pgproto3.Execute{},
 				&pgproto3.Sync{},
 			},
-			[]pgproto3.BackendMessage{&pgproto3.BindComplete{}, row, done, ready}},
+			[]pgproto3.Message{&pgproto3.BindComplete{}, row, done, ready}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := stepSession(b)
 			var relayed byteCount
 			relayed.counter = s.srv.metrics.bytesUpstream
-			var relay func([]pgproto3.FrontendMessage, []pgproto3.BackendMessage)
-			step := func(msgs []pgproto3.FrontendMessage, replies []pgproto3.BackendMessage) {
-				s.cr.src = &repeated{b: encodeAll(b, msgs)}
-				s.ur.src = &repeated{b: encodeReplies(replies)}
+			var relay func([]pgproto3.Message, []pgproto3.Message)
+			step := func(msgs []pgproto3.Message, replies []pgproto3.Message) {
+				s.cr.src = &repeated{b: encode(b, msgs...)}
+				s.ur.src = &repeated{b: encode(b, replies...)}
 				relay(msgs, replies)
 			}
-			relay = func(msgs []pgproto3.FrontendMessage, replies []pgproto3.BackendMessage) {
+			relay = func(msgs []pgproto3.Message, replies []pgproto3.Message) {
 				for range msgs {
 					typ, n, err := s.cr.header()
 					if err != nil {
@@ -83,7 +83,7 @@ func BenchmarkSessionSteps(b *testing.B) {
 				s.cw.Flush()
 			}
 			if tc.setup != nil {
-				step(tc.setup, []pgproto3.BackendMessage{&pgproto3.ParseComplete{}, ready})
+				step(tc.setup, []pgproto3.Message{&pgproto3.ParseComplete{}, ready})
 			}
 			step(tc.txn, tc.replies)
 			csrc, usrc := s.cr.src.(*repeated), s.ur.src.(*repeated)
@@ -113,14 +113,6 @@ func stepSession(b *testing.B) *session {
 	s.cw, s.uw = bufio.NewWriterSize(io.Discard, ioBufferSize), bufio.NewWriterSize(io.Discard, ioBufferSize)
 	s.inLoop = true
 	return s
-}
-
-func encodeReplies(msgs []pgproto3.BackendMessage) []byte {
-	var buf []byte
-	for _, m := range msgs {
-		buf, _ = m.Encode(buf)
-	}
-	return buf
 }
 
 // repeated reads b once, from off.
