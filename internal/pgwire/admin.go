@@ -130,15 +130,13 @@ func (s *session) lastCheck() (fencestore.CheckArgs, bool) {
 	return fencestore.CheckArgs{}, false
 }
 
-// publishLastCheck publishes gate's LastCheck for lastCheck, when it
-// changed. Called by the client direction, where gate decides checks,
-// with the gate locked.
+// publishLastCheck publishes gate's LastCheck for lastCheck when it
+// changed: gate decides a check (and may then drop it, for a statement
+// that ends its own transaction) only while it takes a client message.
+// Called by the client direction after each, with the gate locked.
 func (s *session) publishLastCheck() {
-	c := s.gate.LastCheck()
-	if c == (fencestore.CheckArgs{}) {
-		return
-	}
-	if old := s.lastCheckSeen.Load(); old == nil || *old != c {
+	if c := s.gate.LastCheck(); c != s.lastCheckPub {
+		s.lastCheckPub = c
 		s.lastCheckSeen.Store(&c)
 	}
 }

@@ -287,9 +287,7 @@ func (s *session) decide(m gate.Msg) (gate.Decision, error) {
 		}
 		d := s.gate.Client(m)
 		settled := d.Wait && s.gate.Settled() // only a Wait needs it
-		if len(d.Before) > 0 || d.Replace != nil {
-			s.publishLastCheck() // what gate injects may be a check
-		}
+		s.publishLastCheck()
 		s.unlockGate(locked)
 		if d.Fail != "" {
 			return d, protocolViolation(d.Fail)

@@ -49,7 +49,8 @@ type session struct {
 	// published for the admin view and refusal logs, which read it from
 	// other goroutines; nil before the first check.
 	lastCheckSeen atomic.Pointer[fencestore.CheckArgs]
-	encBuf        []byte // scratch for encoding injected messages (client direction)
+	lastCheckPub  fencestore.CheckArgs // what was published there (client direction)
+	encBuf        []byte               // scratch for encoding injected messages (client direction)
 	// COPY FROM STDIN or CopyBoth mode, under gateMu (heldInCopy): copyIn,
 	// the server's CopyInResponse or CopyBothResponse relayed and the copy
 	// not ended by the server since (CommandComplete, ErrorResponse or
@@ -160,10 +161,12 @@ func (s *session) close() {
 func (s *session) looped() bool { return s.inLoop }
 
 // lockGate takes gateMu unless an event loop relays the session: the loop
-// alone calls into gate then, from one goroutine, so a lock per message
-// would order nothing. It returns whether it locked, for unlockGate (the
-// loop may hand the session over meanwhile). Other goroutines never call
-// into gate: they read what pgwire publishes (lastCheckSeen).
+// calls into gate from one goroutine, so a lock per message would order
+// nothing. It returns whether it locked, for unlockGate (the loop may hand
+// the session over meanwhile). Another goroutine calls into gate only
+// while the loop holds the session's turns back for it and orders its work
+// with the loop's (runOutside: its go statement, then the post of its
+// result); the admin view and refusal logs read lastCheckSeen instead.
 func (s *session) lockGate() bool {
 	if s.inLoop {
 		return false
