@@ -697,13 +697,15 @@ func paramBits(params []int32) uint64 {
 }
 
 // isCatalogFunc reports whether names is the unqualified or
-// pg_catalog-qualified name fn (a function's, or a type's).
+// pg_catalog-qualified name fn (a function's, or a type's), fn in lower
+// case, as the parser folds an unquoted name: a quoted "SET_CONFIG" or
+// "TEXT" is another object, a user's, whose code may run.
 func isCatalogFunc(names []*pg_query.Node, fn string) bool {
 	switch len(names) {
 	case 1:
-		return equalFoldASCII(lastName(names), fn)
+		return names[0].GetString_().GetSval() == fn
 	case 2:
-		return names[0].GetString_().GetSval() == "pg_catalog" && equalFoldASCII(lastName(names), fn)
+		return names[0].GetString_().GetSval() == "pg_catalog" && names[1].GetString_().GetSval() == fn
 	}
 	return false
 }
@@ -714,7 +716,7 @@ func isCatalogFunc(names []*pg_query.Node, fn string) bool {
 func plainValue(n *pg_query.Node) (ok bool, param int32) {
 	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
 		t := tc.GetTypeName()
-		if !isCatalogText(t.GetNames()) || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
+		if !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
 			return false, 0
 		}
 		n = tc.Arg

@@ -920,16 +920,19 @@ func TestPooledExecuteOfAFailedBlocksPortalIsAnsweredByTheProxy(t *testing.T) {
 }
 
 // A set_config of a fencing setting sets it for the transaction only when
-// its name and value are constants or parameters of PostgreSQL's own text:
-// a cast to a text type of the user's ('…'::alice.text, a quoted "TEXT")
-// runs the user's cast, or makes the server call another set_config. Such a
-// statement is refused, and the write after it is checked under the
-// session's token, never the server's setting.
+// it is PostgreSQL's own and its name and value are constants or parameters
+// of PostgreSQL's own text: a cast to a text type of the user's
+// ('…'::alice.text, a quoted "TEXT") runs the user's cast, or makes the
+// server call another set_config, and a quoted "SET_CONFIG" is a function
+// of the user's. Such a statement is refused, and the write after it is
+// checked under the session's token, never the server's setting.
 func TestPooledSetConfigThroughAUsersTextTypeIsNotTrusted(t *testing.T) {
 	for _, sql := range []string{
 		"SELECT set_config('lock.fencing_token'::alice.text, '99', true)",
 		"SELECT set_config('lock.fencing_token', '99'::\"TEXT\", true)",
 		"SELECT set_config('lock.fencing_token', $1::alice.text, true)",
+		"SELECT \"SET_CONFIG\"('lock.fencing_token', '99', true)",
+		"SELECT pg_catalog.\"Set_Config\"('lock.fencing_token', $1, true)",
 	} {
 		w := pooledBlock(t)
 		w.send(parse("", sql))

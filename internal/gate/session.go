@@ -35,8 +35,8 @@ type Msg struct {
 	// Server, for a Parse under Config.Pooled: the name pgwire sends the
 	// statement under on a shared server connection (ServerStatementName).
 	Server string
-	// ParamTypes, for a Parse: the parameter types it names (OIDs; 0 for
-	// none).
+	// ParamTypes, for a Parse under Config.Pooled (the only mode that
+	// reads them): the parameter types it names (OIDs; 0 for none).
 	ParamTypes []uint32
 	// Args, for a Bind under Config.Pooled: its body after the two names
 	// (parameter formats, parameters, result formats) when pgwire holds

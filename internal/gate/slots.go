@@ -151,12 +151,13 @@ func (k slotKind) accepts(typ byte) (ok, last bool) {
 	return false, false
 }
 
-// slotQueue is a FIFO of slots that reuses its storage: a push into an
-// empty queue starts again at the front. Popped slots are overwritten by
-// later pushes, not cleared, up to keptSlots of them: their references
-// (statements, slices) outlive them that long.
+// keptSlots bounds the popped slots a slotQueue keeps uncleared: their
+// references (statements, slices) outlive them until later pushes
+// overwrite them.
 const keptSlots = 16
 
+// slotQueue is a FIFO of slots that reuses its storage: a push into an
+// empty queue starts again at the front.
 type slotQueue struct {
 	buf           []slot
 	head          int

@@ -355,7 +355,7 @@ func constString(n *pg_query.Node) (string, bool) {
 	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
 		// Other casts change the value ('lock.fencing_tokenXX'::varchar(18)),
 		// or run code ('…'::alice.text, a type of the user's).
-		if !isCatalogText(tc.GetTypeName().GetNames()) || len(tc.GetTypeName().GetTypmods()) > 0 || tc.GetTypeName().GetArrayBounds() != nil {
+		if !isCatalogFunc(tc.GetTypeName().GetNames(), "text") || len(tc.GetTypeName().GetTypmods()) > 0 || tc.GetTypeName().GetArrayBounds() != nil {
 			return "", false
 		}
 		n = tc.Arg
@@ -365,19 +365,6 @@ func constString(n *pg_query.Node) (string, bool) {
 		return "", false
 	}
 	return c.GetSval().Sval, true
-}
-
-// isCatalogText reports whether names names PostgreSQL's text type, text
-// or pg_catalog.text as the parser folds them: a quoted "TEXT", or a text
-// in another schema, is another type, whose cast runs the user's code.
-func isCatalogText(names []*pg_query.Node) bool {
-	switch len(names) {
-	case 1:
-		return names[0].GetString_().GetSval() == "text"
-	case 2:
-		return names[0].GetString_().GetSval() == "pg_catalog" && names[1].GetString_().GetSval() == "text"
-	}
-	return false
 }
 
 // lastName returns the last element of a qualified name list.

@@ -227,10 +227,14 @@ func decodeClient(typ byte, body []byte, pooled bool) (gate.Msg, error) {
 		}
 		m.Portal = portal
 	case 'D', 'C':
-		if len(body) < 2 || body[len(body)-1] != 0 || bytes.IndexByte(body[1:len(body)-1], 0) >= 0 {
+		if len(body) < 2 {
 			return m, protocolViolation(fmt.Sprintf("invalid %q message", typ))
 		}
-		m.Object, m.Name = body[0], string(body[1:len(body)-1])
+		name, rest, ok := cstring(body[1:])
+		if !ok || len(rest) > 0 {
+			return m, protocolViolation(fmt.Sprintf("invalid %q message", typ))
+		}
+		m.Object, m.Name = body[0], name
 	}
 	return m, nil
 }

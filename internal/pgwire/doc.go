@@ -93,7 +93,9 @@
 // sent after that reader has stopped; the two directions' calls into gate
 // are ordered by a mutex. An event loop alone touches its sessions, gate
 // included, without that mutex: other goroutines post it work (close,
-// shutdown), and the admin view reads what the session publishes.
+// shutdown) or run it while the loop holds the session back (a pooled
+// session's dial and setup), and the admin view reads what the session
+// publishes.
 //
 // Serve's ctx ends everything at once. Shutdown is the graceful path: it
 // closes the listeners, closes idle sessions (ReadyForQuery status 'I', no
