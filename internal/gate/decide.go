@@ -309,16 +309,16 @@ func (s *Session) decide(st, run *Statement) action {
 			// again (see unitState.bound).
 			rerun := s.rerun
 			s.rerun = true
-			s.after(run)
+			s.after(run, false)
 			s.rerun = rerun
 		} else {
-			s.after(run)
+			s.after(run, run == st && !s.byName)
 		}
 		if run != st && run.Registry != RegNone {
 			s.reg.distrust()
 		}
 	default:
-		s.after(st)
+		s.after(st, false)
 	}
 	if run != nil && st.Registry != RegFetch && run.CopyIn {
 		// SQL EXECUTE of a COPY … FROM STDIN prepared by Parse, or of a
@@ -500,6 +500,15 @@ func (s *Session) replaceable(st, run *Statement) bool {
 	return run != st || s.byName
 }
 
+// setsForTxnOnly reports whether st sets the fencing settings it sets for
+// its transaction only: SET LOCAL, or a SELECT of nothing but
+// set_config(…, true) calls with constant names (see fenceScoped), and no
+// code the text does not show. A value so set is gone once the transaction
+// ends, whatever happened in it.
+func (st *Statement) setsForTxnOnly() bool {
+	return st.SetsFenceSetting && !st.FenceSession && !st.Opaque && st.FenceReset == 0
+}
+
 // txnControl reports whether st controls the transaction: BEGIN, COMMIT,
 // ROLLBACK, savepoints, SET TRANSACTION or SESSION CHARACTERISTICS. Nothing
 // may run before some of them in their transaction (SET TRANSACTION
@@ -662,8 +671,10 @@ func first(s []string) string {
 	return s[0]
 }
 
-// after applies what st does to the fencing state once it has run.
-func (s *Session) after(st *Statement) {
+// after applies what st does to the fencing state once it has run; own:
+// it runs as its own text shows it, not through a name that code may have
+// redefined (see replaceable).
+func (s *Session) after(st *Statement, own bool) {
 	s.unit.ran = true
 	s.unit.blockFresh = st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback)
 	switch st.Kind {
@@ -701,7 +712,7 @@ func (s *Session) after(st *Statement) {
 			// after it; a probe says so (see maySetToken).
 			s.maySetToken()
 		} else {
-			s.setMaybe()
+			s.setMaybeFor(own && st.setsForTxnOnly())
 			s.unit.checked = false
 		}
 		if st.Kind == DiscardAll {

@@ -37,7 +37,11 @@
 // (SET, set_config, startup options): once a session may carry a setting
 // token, every transaction's first read or write gets a check, and the
 // server evaluates current_setting('lock.fencing_token') inside it, so gate
-// never has to mirror PostgreSQL's setting rules. Gate refuses nothing by
+// never has to mirror PostgreSQL's setting rules. A token set for one
+// transaction only (SET LOCAL, set_config(…, true), run from the
+// statement's own text) in a session known to hold none stops counting
+// once that transaction has ended and every unit is answered
+// (Session.maybeTxnOnly). Gate refuses nothing by
 // itself: a refusal it decides (a malformed comment token, a write to schema
 // fence, a token on a statement that cannot run in a transaction block) is
 // injected as a statement that makes the server raise the error, so the

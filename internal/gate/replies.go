@@ -265,6 +265,12 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 		s.reg.transactionEnded() // portals do not outlive their transaction
 		if s.slots.unitsInFlight == 0 && !s.extOpen {
 			s.lexTouched, s.checkSent = false, false // nothing sent is unanswered, no transaction open
+			if s.maybeTxnOnly {
+				// What may have set a token set it for a transaction
+				// that has ended: the next transaction's first read or
+				// write needs no check, as before it.
+				s.tokenMaybe, s.maybeTxnOnly = false, false
+			}
 		}
 	}
 	switch {

@@ -132,6 +132,13 @@ type Session struct {
 	// since (maybeGen counts the settings).
 	tokenMaybe bool
 	maybeGen   uint64
+	// maybeTxnOnly: tokenMaybe was set, from a state known to hold no
+	// token, only by statements whose own text sets the fencing settings
+	// for their transaction alone (SET LOCAL, set_config(…, true): see
+	// Statement.setsForTxnOnly). Such a value ends with its transaction, so
+	// once every unit sent is answered outside a transaction block the
+	// session holds no token again, without a probe (readyForQuery).
+	maybeTxnOnly bool
 
 	reg      registry
 	memo     textMemo      // the word scans of the last text
@@ -415,8 +422,15 @@ func (s *Session) awaitProbe(fresh bool) (Decision, bool) {
 }
 
 // setMaybe records that the session may now hold a token.
-func (s *Session) setMaybe() {
-	s.tokenMaybe = true
+func (s *Session) setMaybe() { s.setMaybeFor(false) }
+
+// setMaybeFor is setMaybe, told whether the token may have been set for
+// the current transaction only (see maybeTxnOnly).
+func (s *Session) setMaybeFor(txnOnly bool) {
+	if s.tokenMaybe || s.maybeAtEnd {
+		txnOnly = txnOnly && s.maybeTxnOnly
+	}
+	s.tokenMaybe, s.maybeTxnOnly = true, txnOnly
 	s.maybeGen++
 }
 
