@@ -140,6 +140,12 @@ type Statement struct {
 	// when one is past $64.
 	FenceParam  bool
 	fenceParams uint64
+	// fenceExact: FenceLocal comes from SET LOCAL, or from set_config calls
+	// that can be only PostgreSQL's set_config(text, text, boolean): a
+	// string literal or a parameter as the value, the literal true as
+	// is_local (an integer value, or 'true', would prefer a user's
+	// overload). See setsForTxnOnly.
+	fenceExact bool
 
 	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
 	// transaction that declared it, once that transaction commits.
@@ -626,7 +632,7 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 			st.FenceReset = fenceBit(v.Name)
 			return true
 		case pg_query.VariableSetKind_VAR_SET_VALUE:
-			st.FenceLocal = fenceBit(v.Name)
+			st.FenceLocal, st.fenceExact = fenceBit(v.Name), v.IsLocal
 			return v.IsLocal
 		}
 		return false
@@ -637,6 +643,7 @@ func fenceScoped(n *pg_query.Node, st *Statement) bool {
 		bits, params, ok := localSetConfigs(s.SelectStmt)
 		st.FenceLocal, st.FenceParam = bits, params != nil && bits != 0
 		st.fenceParams = paramBits(params)
+		st.fenceExact = ok && exactSetConfigs(s.SelectStmt)
 		return ok
 	}
 	return false
@@ -681,6 +688,24 @@ func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, params []int32, ok b
 		}
 	}
 	return bits, params, true
+}
+
+// exactSetConfigs reports whether each set_config of sel, a statement
+// localSetConfigs accepts, can be only PostgreSQL's set_config(text, text,
+// boolean): its value a string literal or a parameter, its is_local the
+// literal true. (Where a schema before pg_catalog in search_path holds a
+// set_config of the same types, an unqualified call is that one:
+// docs/fencing.md.)
+func exactSetConfigs(sel *pg_query.SelectStmt) bool {
+	for _, t := range sel.TargetList {
+		args := t.GetResTarget().GetVal().GetFuncCall().Args
+		_, str := constString(args[1])
+		_, param := plainValue(args[1])
+		if !str && param == 0 || args[2].GetAConst().GetBoolval() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // paramBits returns the parameters numbered in params as bits (bit n-1 for

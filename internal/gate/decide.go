@@ -278,8 +278,11 @@ func raiseR(r refusal) action { return action{kind: actRaise, refuse: r} }
 
 // decide returns what must run before st, and updates the unit's prediction
 // for what st itself does. run is the statement that runs: st itself, or
-// for SQL EXECUTE the prepared statement (nil when unknown).
-func (s *Session) decide(st, run *Statement) action {
+// for SQL EXECUTE the prepared statement (nil when unknown). own: st is the
+// text the client sent with this message (a Query's, or a Parse's run by
+// Execute), not a statement SQL PREPARE or DECLARE made, which code may
+// have redefined (see after).
+func (s *Session) decide(st, run *Statement, own bool) action {
 	a := s.decideOne(st, run)
 	if a.kind == actCheck {
 		s.checkSent = true
@@ -312,7 +315,7 @@ func (s *Session) decide(st, run *Statement) action {
 			s.after(run, false)
 			s.rerun = rerun
 		} else {
-			s.after(run, run == st && !s.byName)
+			s.after(run, own && run == st && !s.byName)
 		}
 		if run != st && run.Registry != RegNone {
 			s.reg.distrust()
@@ -502,11 +505,14 @@ func (s *Session) replaceable(st, run *Statement) bool {
 
 // setsForTxnOnly reports whether st sets the fencing settings it sets for
 // its transaction only: SET LOCAL, or a SELECT of nothing but
-// set_config(…, true) calls with constant names (see fenceScoped), and no
-// code the text does not show. A value so set is gone once the transaction
-// ends, whatever happened in it.
-func (st *Statement) setsForTxnOnly() bool {
-	return st.SetsFenceSetting && !st.FenceSession && !st.Opaque && st.FenceReset == 0
+// set_config(…, true) calls with constant names that can be only
+// PostgreSQL's (fenceScoped, fenceExact), and no code the text does not
+// show. A value so set is gone once the transaction ends, whatever happened
+// in it. A parameter's type, which may pick a user's overload or cast, is
+// known only under pooled (see Msg.ParamTypes).
+func (st *Statement) setsForTxnOnly(pooled bool) bool {
+	return st.SetsFenceSetting && !st.FenceSession && !st.Opaque && st.FenceReset == 0 &&
+		st.fenceExact && (pooled || !st.FenceParam)
 }
 
 // txnControl reports whether st controls the transaction: BEGIN, COMMIT,
@@ -712,7 +718,7 @@ func (s *Session) after(st *Statement, own bool) {
 			// after it; a probe says so (see maySetToken).
 			s.maySetToken()
 		} else {
-			s.setMaybeFor(own && st.setsForTxnOnly())
+			s.setMaybeFor(own && st.setsForTxnOnly(s.cfg.Pooled))
 			s.unit.checked = false
 		}
 		if st.Kind == DiscardAll {

@@ -355,7 +355,7 @@ func (s *Session) execute(portal string) Decision {
 	case an.refuse != nil:
 		before = s.injectRaise(an.refuse.sql())
 	case known != nil:
-		before = s.inject(s.decide(known, known))
+		before = s.inject(s.decide(known, known, false))
 		// Code the proxy could not see ran since p was confirmed, or
 		// p's text cannot be read: p may be a COPY … FROM STDIN where its
 		// text held one (see opaqueRunOf).
@@ -366,7 +366,7 @@ func (s *Session) execute(portal string) Decision {
 		s.execArgs, s.execArgsKnown = s.unit.fenceArgs.get(portal)
 		s.poolAlone = !s.unit.ran && s.poolIdle()
 		s.readUnsure = p.lexUnseen && lexRisky(p.text)
-		before = s.inject(s.decide(st, s.runs(st)))
+		before = s.inject(s.decide(st, s.runs(st), true))
 		if s.readUnsure {
 			s.maySetToken() // see lexUnseen
 		}
@@ -432,7 +432,7 @@ func (s *Session) executeUnknown(portal string, found bool) Decision {
 	}
 	s.extended()
 	run := unknownRun()
-	before := s.inject(s.decide(run, run))
+	before := s.inject(s.decide(run, run, false))
 	// It may be a COPY … FROM STDIN: no probe right after it (see endUnit).
 	s.unit.copyIn = true
 	s.slots.push(slot{kind: slotExecute})

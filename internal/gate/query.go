@@ -143,7 +143,7 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 		st := &a.Statements[i]
 		lone := st.NeedsTxnBlock && !s.unit.ran && s.slots.unitsInFlight == 0 && s.lastReady == 'I'
 		s.poolAlone = s.poolAloneIn(a, i)
-		act := s.decide(st, s.runs(st))
+		act := s.decide(st, s.runs(st), true)
 		s.poolAlone = false
 		if lone && act.kind == actCheck {
 			// Alone in a Query outside a transaction block, the server

@@ -91,6 +91,18 @@ func TestTokenThatMayOutliveItsTransactionKeepsLaterOnesChecked(t *testing.T) {
 		"set_config of a computed value": {
 			query("SELECT pg_catalog.set_config('lock.fencing_token', f(), true)", "TDCZ", 'I'),
 		},
+		// Only a user's overload takes an integer or boolean value, or an
+		// unknown-typed 'true' as is_local: it may set the token for the
+		// session.
+		"set_config of an integer value": {
+			query("SELECT set_config('lock.fencing_token', 5, true)", "TDCZ", 'I'),
+		},
+		"set_config of a boolean value": {
+			query("SELECT set_config('lock.fencing_token', true, true)", "TDCZ", 'I'),
+		},
+		"set_config with 'true' as is_local": {
+			query("SELECT set_config('lock.fencing_token', '5', 'true')", "TDCZ", 'I'),
+		},
 		"SET LOCAL through a named statement": {
 			query("BEGIN", "CZ", 'T'),
 			{msgs: []Msg{parse("s", "SET LOCAL lock.fencing_token = 5"), bind("", "s"), exec(""), syncMsg()}, replies: "12CZ", status: 'T'},
@@ -133,5 +145,50 @@ func TestTransactionOnlyTokenKeptWhileAUnitIsUnanswered(t *testing.T) {
 		if got := w.send(q("UPDATE t SET v = 2")); lastCheck(got) == "none" {
 			t.Errorf("%s: a write sent before every unit is answered goes unchecked: %s", mode, got)
 		}
+	}
+}
+
+func TestStatementRunByANameCodeCanRedefineKeepsLaterOnesChecked(t *testing.T) {
+	// A function called from a plain SELECT can DEALLOCATE sp and PREPARE
+	// sp AS SELECT set_config(…, false): what the Bind runs is not the text
+	// the proxy saw. (Transaction pool mode refuses SQL PREPARE.)
+	for _, portal := range []string{"", "p1"} {
+		for _, w := range []*wire{newWire(t, nil, false), txnTokensWire(t, false)} {
+			got := afterUnits(w, []answeredUnit{
+				query("PREPARE sp AS SELECT set_config('lock.fencing_token', '5', true)", "CZ", 'I'),
+				query("SELECT f()", "TDCZ", 'I'),
+				{msgs: []Msg{bind(portal, "sp"), exec(portal), syncMsg()}, replies: "2DCZ", status: 'I'},
+			})
+			if lastCheck(got) == "none" {
+				t.Errorf("portal %q: the next write goes unchecked: %s", portal, got)
+			}
+		}
+	}
+}
+
+func TestParameterOfAnUnknownTypeKeepsLaterOnesChecked(t *testing.T) {
+	// Outside transaction pool mode the proxy does not read a Parse's
+	// parameter types: int8 would run a user's overload of set_config.
+	for _, w := range []*wire{newWire(t, nil, false), txnTokensWire(t, false)} {
+		p := parse("", "SELECT set_config('lock.fencing_token', $1, true)")
+		p.ParamTypes = []uint32{20}
+		b := bind("", "")
+		b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 1, '5', 0, 0}
+		got := afterUnits(w, []answeredUnit{{msgs: []Msg{p, b, exec(""), syncMsg()}, replies: "12DCZ", status: 'I'}})
+		if lastCheck(got) == "none" {
+			t.Errorf("the next write goes unchecked: %s", got)
+		}
+	}
+}
+
+func TestPooledParameterOfSetConfigEndsWithItsTransaction(t *testing.T) {
+	// Under transaction pool mode the proxy reads the Parse's parameter
+	// types (none given: text) and the Bind's values.
+	w := pooledWire(t, nil)
+	b := bind("", "")
+	b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 1, '5', 0, 0}
+	got := afterUnits(w, []answeredUnit{{msgs: []Msg{parse("", "SELECT set_config('lock.fencing_token', $1, true)"), b, exec(""), syncMsg()}, replies: "12DCZ", status: 'I'}})
+	if lastCheck(got) != "none" {
+		t.Errorf("the next transaction's write is still checked: %s", got)
 	}
 }
