@@ -683,6 +683,7 @@ func first(s []string) string {
 func (s *Session) after(st *Statement, own bool) {
 	s.unit.ran = true
 	s.unit.blockFresh = st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback)
+	s.unit.blockMaybe = s.unit.blockMaybe || st.Kind == Begin || st.Chain || st.Opaque
 	switch st.Kind {
 	case Commit, Rollback, RollbackTo, DiscardAll, Begin:
 		s.unit.aborted = false

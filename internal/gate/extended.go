@@ -381,6 +381,7 @@ func (s *Session) execute(portal string) Decision {
 		// after it for copy data (see endUnit).
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(p.text, nil)
 		s.unit.blockFresh = s.memo.mayOpenBlock(p.text)
+		s.unit.blockMaybe = s.unit.blockMaybe || s.unit.blockFresh
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}
@@ -431,6 +432,7 @@ func (s *Session) executeUnknown(portal string, found bool) Decision {
 		return s.refuseExtended(refUnknown("portal", portal))
 	}
 	s.extended()
+	s.unit.blockMaybe = true // what it runs is not known
 	run := unknownRun()
 	before := s.inject(s.decide(run, run, false))
 	// It may be a COPY … FROM STDIN: no probe right after it (see endUnit).

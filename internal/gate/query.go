@@ -135,13 +135,13 @@ func (s *Session) mustWait(a *Analysis) bool {
 // when nothing needs injecting. It records the per-statement slots in sl.
 func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 	if len(a.Statements) > 1 {
-		s.unit.ran = true // the server runs them in an implicit transaction block
+		s.unit.ran, s.unit.blockMaybe = true, true // the server runs them in an implicit transaction block
 	}
 	var out []byte
 	prev := 0
 	for i := range a.Statements {
 		st := &a.Statements[i]
-		lone := st.NeedsTxnBlock && !s.unit.ran && s.slots.unitsInFlight == 0 && s.lastReady == 'I'
+		lone := st.NeedsTxnBlock && !s.unit.blockMaybe && s.slots.unitsInFlight == 0 && s.lastReady == 'I'
 		s.poolAlone = s.poolAloneIn(a, i)
 		act := s.decide(st, s.runs(st), true)
 		s.poolAlone = false
@@ -149,7 +149,9 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 			// Alone in a Query outside a transaction block, the server
 			// refuses it (25P01) and runs nothing; with a check in front the
 			// Query would be two statements, run as one implicit block, and
-			// it would succeed where PostgreSQL says it cannot.
+			// it would succeed where PostgreSQL says it cannot. (Also after
+			// extended-protocol messages not yet synced, whose implicit
+			// transaction is no block unless they opened one.)
 			act = action{}
 			s.unit.checked = false
 		}

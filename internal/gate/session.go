@@ -85,11 +85,16 @@ type unitState struct {
 	// server runs nothing but ROLLBACK, COMMIT or ROLLBACK TO (and answers
 	// the rest with its own error), so no check is needed before it.
 	aborted bool
-	// ran: a statement of this unit was sent to run (it may have opened
-	// a transaction block).
-	ran    bool
-	lexing bool // the unit may change how the server lexes text
-	copyIn bool // the unit may leave the server in COPY-in mode: nothing may follow it
+	// ran: a statement of this unit was sent to run. blockMaybe: what ran
+	// may have opened a transaction block: BEGIN, START TRANSACTION, a
+	// chained COMMIT or ROLLBACK, code the proxy cannot see, a text or
+	// portal it did not analyse, or the other statements of a Query, which
+	// run as one implicit block. Extended-protocol messages up to Sync
+	// otherwise run in an implicit transaction that is no block.
+	ran        bool
+	blockMaybe bool
+	lexing     bool // the unit may change how the server lexes text
+	copyIn     bool // the unit may leave the server in COPY-in mode: nothing may follow it
 	// blockFresh: the unit's last statement may have opened a transaction
 	// block (BEGIN, START TRANSACTION, COMMIT AND CHAIN) that nothing ran
 	// in yet: a probe after the unit would be the block's first query.
