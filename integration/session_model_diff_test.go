@@ -1273,6 +1273,16 @@ var smRegressions = []struct {
 	// in a transaction that may be aborted must reach the server as such.
 	{"token-named-begin-isolation-level", smSeq{token: true, steps: []smStep{{smQ("SET lock.fencing_token = 200")}, {smParse("s2", "BEGIN ISOLATION LEVEL REPEATABLE READ"), smBind("p1", "s2"), smExec("p1", 0), smSync}}}},
 	{"token-named-commit-after-error", smSeq{token: true, steps: []smStep{{smQ("SET LOCAL lock.fencing_token = 250"), smParse("", "START TRANSACTION READ ONLY"), smBind("c2", ""), smExec("c2", 0), smSync}, {smQ("FETCH FIRST IN c1"), smParse("s1", "COMMIT"), smBind("", "s1"), smSync}}}},
+	// A Bind of a statement that does not exist, pipelined behind the
+	// Sync that reports the block failed, in a session that may hold a
+	// token (the probe after EXECUTE failed in the aborted block): it
+	// waits for that answer, and the server refuses it with its own 26000.
+	{"unknown-statement-behind-an-aborted-block", smSeq{steps: []smStep{{smQ("BEGIN"), smQ("SELEC 1; EXECUTE s2")}, {smSync, smBind("", ""), smSync}}}},
+	// A DECLARE alone in a Query behind extended messages not yet synced,
+	// which opened no block and needed no check: the server refuses it
+	// (25P01), and a check
+	// in front would make the Query an implicit block in which it runs.
+	{"token-lone-declare-behind-an-open-sequence", smSeq{token: true, steps: []smStep{{smQ("SET lock.fencing_token = 200")}, {smParse("", "SET application_name = 'a'"), smBind("", ""), smExec("", 0), smFlush, smQ("DECLARE c1 CURSOR FOR SELECT g FROM generate_series(1, 1) g"), smSync}}}},
 	// Left as a documented difference (docs/transparency.md), not a case
 	// here: with a token, the check in front of a Query replaces the
 	// client's unnamed portal even when the client's statement then fails

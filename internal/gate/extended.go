@@ -71,6 +71,13 @@ func (s *Session) bind(portal, stmt string, args []byte) Decision {
 			return d
 		}
 		if s.fencingPossible() && !s.settledAborted() {
+			if s.slots.unitsInFlight > 0 && !s.unit.ran {
+				// The answers in flight may leave the transaction
+				// aborted, where the server refuses the Bind itself
+				// (26000 for a statement it lacks, 25P02 for any other):
+				// wait for them.
+				return Decision{Wait: true}
+			}
 			return s.refuseExtended(refUnknown("prepared statement", stmt))
 		}
 		p = &prepared{unknown: true} // refused at Execute if fencing is possible by then
