@@ -140,11 +140,17 @@ func newTxnComparison(tb testing.TB, scale int) *txnComparison {
 // the transaction set: a constant or a parameter, not the expression
 // 'bench/' || :client_id (refused 55Z05, as under token_scope:
 // transaction). pgbench writes :client_id into the text in simple mode,
-// quotes included, and sends it as $1 in the extended protocol.
+// quotes included, and sends it as $1 in the extended protocol. The call
+// is schema-qualified, as pgxfence sends it: a set_config that can be only
+// PostgreSQL's sets the resource for the transaction alone, and the next
+// transaction starts unchecked; an unqualified one may be a user's, which
+// keeps every later transaction checked (docs/fencing.md).
 var txnFencedTPCB = map[string]string{
-	"simple":   strings.Replace(fencedTPCB, "'bench/' || :client_id", "'bench/:client_id'", 1),
-	"extended": strings.Replace(fencedTPCB, "'bench/' || :client_id", ":client_id", 1),
+	"simple":   txnFenced.Replace(strings.Replace(fencedTPCB, "'bench/' || :client_id", "'bench/:client_id'", 1)),
+	"extended": txnFenced.Replace(strings.Replace(fencedTPCB, "'bench/' || :client_id", ":client_id", 1)),
 }
+
+var txnFenced = strings.NewReplacer("SELECT set_config(", "SELECT pg_catalog.set_config(")
 
 // startFenceproxyTxn starts `fenceproxy serve` in transaction pool mode
 // (harness.TransactionPoolSettings), serving the profiler.

@@ -141,10 +141,8 @@ type Statement struct {
 	FenceParam  bool
 	fenceParams uint64
 	// fenceExact: FenceLocal comes from SET LOCAL, or from set_config calls
-	// that can be only PostgreSQL's set_config(text, text, boolean): a
-	// string literal or a parameter as the value, the literal true as
-	// is_local (an integer value, or 'true', would prefer a user's
-	// overload). See setsForTxnOnly.
+	// that can be only PostgreSQL's set_config(text, text, boolean)
+	// whatever the search_path (exactSetConfigs). See setsForTxnOnly.
 	fenceExact bool
 
 	// Hold is set for DECLARE … WITH HOLD: the cursor outlives the
@@ -692,20 +690,33 @@ func localSetConfigs(sel *pg_query.SelectStmt) (bits uint8, params []int32, ok b
 
 // exactSetConfigs reports whether each set_config of sel, a statement
 // localSetConfigs accepts, can be only PostgreSQL's set_config(text, text,
-// boolean): its value a string literal or a parameter, its is_local the
-// literal true. (Where a schema before pg_catalog in search_path holds a
-// set_config of the same types, an unqualified call is that one:
-// docs/fencing.md.)
+// boolean) whatever the search_path: schema-qualified
+// (pg_catalog.set_config, as the hand-over must be), its name and value
+// string literals or parameters cast to nothing but pg_catalog.text, its
+// is_local the literal true. An unqualified name, an integer or boolean
+// value, or 'true' as is_local may pick a user's function, which may set
+// the setting for the session.
 func exactSetConfigs(sel *pg_query.SelectStmt) bool {
 	for _, t := range sel.TargetList {
-		args := t.GetResTarget().GetVal().GetFuncCall().Args
-		_, str := constString(args[1])
-		_, param := plainValue(args[1])
-		if !str && param == 0 || args[2].GetAConst().GetBoolval() == nil {
+		fc := t.GetResTarget().GetVal().GetFuncCall()
+		if len(fc.Funcname) != 2 || !exactText(fc.Args[0]) || !exactText(fc.Args[1]) || fc.Args[2].GetAConst().GetBoolval() == nil {
 			return false
 		}
 	}
 	return true
+}
+
+// exactText reports whether n is a string literal or a parameter, cast to
+// nothing but the schema-qualified pg_catalog.text.
+func exactText(n *pg_query.Node) bool {
+	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
+		t := tc.GetTypeName()
+		if len(t.GetNames()) != 2 || !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
+			return false
+		}
+		n = tc.Arg
+	}
+	return n.GetParamRef() != nil || n.GetAConst().GetSval() != nil
 }
 
 // paramBits returns the parameters numbered in params as bits (bit n-1 for

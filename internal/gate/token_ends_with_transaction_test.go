@@ -55,6 +55,9 @@ func TestTokenSetForATransactionEndsWithIt(t *testing.T) {
 		"set_config(…, true) in an implicit transaction": {
 			query("SELECT pg_catalog.set_config('lock.fencing_token', '5', true)", "TDCZ", 'I'),
 		},
+		"pg_catalog.set_config of values cast to pg_catalog.text": {
+			query("SELECT pg_catalog.set_config('lock.resource'::pg_catalog.text, 'r'::pg_catalog.text, true)", "TDCZ", 'I'),
+		},
 		"SET LOCAL and resource in one Query": {
 			query("BEGIN; SET LOCAL lock.resource = 'r'; SET LOCAL lock.fencing_token = 5; COMMIT", "CCCCZ", 'I'),
 		},
@@ -91,17 +94,29 @@ func TestTokenThatMayOutliveItsTransactionKeepsLaterOnesChecked(t *testing.T) {
 		"set_config of a computed value": {
 			query("SELECT pg_catalog.set_config('lock.fencing_token', f(), true)", "TDCZ", 'I'),
 		},
-		// Only a user's overload takes an integer or boolean value, or an
-		// unknown-typed 'true' as is_local: it may set the token for the
-		// session.
+		// An unqualified name, or a type, may be a user's, in a schema
+		// search_path lists before pg_catalog (here set for the
+		// transaction; startup options and role defaults are not seen);
+		// only a user's overload takes an integer or boolean value, or an
+		// unknown-typed 'true' as is_local. Such a function may set the
+		// token for the session.
+		"unqualified set_config behind SET LOCAL search_path": {
+			query("BEGIN; SET LOCAL search_path = public, pg_catalog; SELECT set_config('lock.fencing_token', '5', true); COMMIT", "CCTDCCZ", 'I'),
+		},
+		"unqualified set_config": {
+			query("SELECT set_config('lock.fencing_token', '5', true)", "TDCZ", 'I'),
+		},
+		"value cast to an unqualified text": {
+			query("SELECT pg_catalog.set_config('lock.fencing_token', '5'::text, true)", "TDCZ", 'I'),
+		},
 		"set_config of an integer value": {
-			query("SELECT set_config('lock.fencing_token', 5, true)", "TDCZ", 'I'),
+			query("SELECT pg_catalog.set_config('lock.fencing_token', 5, true)", "TDCZ", 'I'),
 		},
 		"set_config of a boolean value": {
-			query("SELECT set_config('lock.fencing_token', true, true)", "TDCZ", 'I'),
+			query("SELECT pg_catalog.set_config('lock.fencing_token', true, true)", "TDCZ", 'I'),
 		},
 		"set_config with 'true' as is_local": {
-			query("SELECT set_config('lock.fencing_token', '5', 'true')", "TDCZ", 'I'),
+			query("SELECT pg_catalog.set_config('lock.fencing_token', '5', 'true')", "TDCZ", 'I'),
 		},
 		"SET LOCAL through a named statement": {
 			query("BEGIN", "CZ", 'T'),
@@ -155,7 +170,7 @@ func TestStatementRunByANameCodeCanRedefineKeepsLaterOnesChecked(t *testing.T) {
 	for _, portal := range []string{"", "p1"} {
 		for _, w := range []*wire{newWire(t, nil, false), txnTokensWire(t, false)} {
 			got := afterUnits(w, []answeredUnit{
-				query("PREPARE sp AS SELECT set_config('lock.fencing_token', '5', true)", "CZ", 'I'),
+				query("PREPARE sp AS SELECT pg_catalog.set_config('lock.fencing_token', '5', true)", "CZ", 'I'),
 				query("SELECT f()", "TDCZ", 'I'),
 				{msgs: []Msg{bind(portal, "sp"), exec(portal), syncMsg()}, replies: "2DCZ", status: 'I'},
 			})
@@ -170,7 +185,7 @@ func TestParameterOfAnUnknownTypeKeepsLaterOnesChecked(t *testing.T) {
 	// Outside transaction pool mode the proxy does not read a Parse's
 	// parameter types: int8 would run a user's overload of set_config.
 	for _, w := range []*wire{newWire(t, nil, false), txnTokensWire(t, false)} {
-		p := parse("", "SELECT set_config('lock.fencing_token', $1, true)")
+		p := parse("", "SELECT pg_catalog.set_config('lock.fencing_token', $1, true)")
 		p.ParamTypes = []uint32{20}
 		b := bind("", "")
 		b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 1, '5', 0, 0}
@@ -187,7 +202,7 @@ func TestPooledParameterOfSetConfigEndsWithItsTransaction(t *testing.T) {
 	w := pooledWire(t, nil)
 	b := bind("", "")
 	b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 1, '5', 0, 0}
-	got := afterUnits(w, []answeredUnit{{msgs: []Msg{parse("", "SELECT set_config('lock.fencing_token', $1, true)"), b, exec(""), syncMsg()}, replies: "12DCZ", status: 'I'}})
+	got := afterUnits(w, []answeredUnit{{msgs: []Msg{parse("", "SELECT pg_catalog.set_config('lock.fencing_token', $1, true)"), b, exec(""), syncMsg()}, replies: "12DCZ", status: 'I'}})
 	if lastCheck(got) != "none" {
 		t.Errorf("the next transaction's write is still checked: %s", got)
 	}
