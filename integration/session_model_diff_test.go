@@ -561,9 +561,20 @@ func (e *smEnv) run(t *testing.T, seq smSeq) smResult {
 	for i := 0; res.diff == nil && i < len(seq.steps); i++ {
 		step := seq.steps[i]
 		mark := up.len()
-		d, p := direct.step(step), via.step(step)
+		p := via.step(step)
+		sent := up.since(mark)
+		if smFailedPortalAnswered(sent) {
+			// The proxy answered an Execute of a failed block's portal
+			// itself (gate's Session.portalFailed): sent to the server
+			// directly, it makes PostgreSQL 15.9 and later read freed
+			// memory, and crash, with every session of the cluster.
+			res.sent = append(res.sent, sent)
+			res.diff = &smDiff{step: i, sig: "an Execute of a failed block's portal", refusal: "25P02 an Execute of a failed block's portal"}
+			break
+		}
+		d := direct.step(step)
 		res.records = append(res.records, [2][][]string{d, p})
-		res.sent = append(res.sent, up.since(mark))
+		res.sent = append(res.sent, sent)
 		for j := range step {
 			res.replies += len(d[j]) + len(p[j])
 			if res.diff == nil && !slicesEqual(d[j], p[j]) {
@@ -634,6 +645,18 @@ func smRefusal(replies []string) string {
 		}
 	}
 	return ""
+}
+
+// smFailedPortalAnswered reports whether the proxy sent, for a step, the
+// statement by which it answers an Execute of a failed block's portal with
+// 25P02 (a raise of that SQLSTATE).
+func smFailedPortalAnswered(sent []string) bool {
+	for _, m := range sent {
+		if strings.Contains(m, "ERRCODE = '25P02'") {
+			return true
+		}
+	}
+	return false
 }
 
 // smAbortedRefusal reports whether the proxy's replies to a message are
