@@ -135,10 +135,16 @@ func (s *session) lastCheck() (fencestore.CheckArgs, bool) {
 // that ends its own transaction) only while it takes a client message.
 // Called by the client direction after each, with the gate locked.
 func (s *session) publishLastCheck() {
-	if c := s.gate.LastCheck(); c != s.lastCheckPub {
-		s.lastCheckPub = c
-		s.lastCheckSeen.Store(&c)
+	c := s.gate.LastCheck()
+	if c == s.lastCheckPub {
+		return
 	}
+	s.lastCheckPub = c
+	// A copy on the heap only when it changed: storing &c would move c
+	// there on every call.
+	p := new(fencestore.CheckArgs)
+	*p = c
+	s.lastCheckSeen.Store(p)
 }
 
 // state names the session's state as pg_stat_activity does.

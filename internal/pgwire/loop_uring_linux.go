@@ -219,6 +219,8 @@ func (x *ringSend) start() {
 func (x *ringSend) completed(res int32) {
 	x.inflight = false
 	switch {
+	case int(res) == len(x.flight):
+		x.flight = x.flight[:0] // all sent: the buffer is kept whole for the next send
 	case res >= 0:
 		x.flight = x.flight[res:]
 	case retry(res):
