@@ -299,6 +299,12 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 		case u.gen == s.maybeGen:
 			s.tokenMaybe = false // nothing set it since the probe was sent
 			s.maybeAtEnd = false
+		case u.otherGen == s.otherGen && !s.maybeAtEnd:
+			// Only statements that set a token for their own transaction
+			// were decided since the probe was sent (the first ones of a
+			// session often go before its answer): once every unit is
+			// answered outside a block, the session holds none.
+			s.maybeTxnOnly = true
 		}
 		return Verdict{Act: Hide}
 	}

@@ -137,10 +137,13 @@ type Session struct {
 	// since (maybeGen counts the settings).
 	tokenMaybe bool
 	maybeGen   uint64
+	otherGen   uint64 // counts the settings of tokenMaybe that were not for a transaction only
 	// maybeTxnOnly: tokenMaybe was set, from a state known to hold no
-	// token, only by statements whose own text sets the fencing settings
-	// for their transaction alone (SET LOCAL, set_config(…, true): see
-	// Statement.setsForTxnOnly). Such a value ends with its transaction, so
+	// token (or one a probe found when it ran, with nothing else decided
+	// after it: otherGen), only by statements whose own text sets the
+	// fencing settings for their transaction alone (SET LOCAL,
+	// pg_catalog.set_config(…, true): see Statement.setsForTxnOnly). Such a
+	// value ends with its transaction, so
 	// once every unit sent is answered outside a transaction block the
 	// session holds no token again, without a probe (readyForQuery).
 	maybeTxnOnly bool
@@ -432,6 +435,9 @@ func (s *Session) setMaybe() { s.setMaybeFor(false) }
 // setMaybeFor is setMaybe, told whether the token may have been set for
 // the current transaction only (see maybeTxnOnly).
 func (s *Session) setMaybeFor(txnOnly bool) {
+	if !txnOnly {
+		s.otherGen++
+	}
 	if s.tokenMaybe || s.maybeAtEnd {
 		txnOnly = txnOnly && s.maybeTxnOnly
 	}
@@ -633,7 +639,7 @@ func (s *Session) probe() []pgproto3.FrontendMessage {
 	s.setMaybe()
 	s.probesOut++
 	msgs := s.injected(slot{inj: true, probe: true}, probeName, fencestore.ProbeStatement, nil, true)
-	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen, endGen: s.endGen})
+	s.slots.push(slot{kind: slotSync, inj: true, probe: true, ends: true, gen: s.maybeGen, otherGen: s.otherGen, endGen: s.endGen})
 	return append(msgs, &pgproto3.Sync{})
 }
 

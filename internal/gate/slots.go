@@ -60,6 +60,7 @@ type slot struct {
 	savepointsRan bool
 	lexing        bool     // the unit may change standard_conforming_strings or client_encoding
 	gen           uint64   // probe: Session.maybeGen when the probe was sent
+	otherGen      uint64   // probe: Session.otherGen when the probe was sent
 	endGen        uint64   // probe: Session.endGen when the probe was sent
 	poolSet       *poolSet // the unit's change of Session.tracked
 	poolFailed    bool     // an error answered the unit: poolSet is not kept

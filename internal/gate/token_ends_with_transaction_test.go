@@ -207,3 +207,29 @@ func TestPooledParameterOfSetConfigEndsWithItsTransaction(t *testing.T) {
 		t.Errorf("the next transaction's write is still checked: %s", got)
 	}
 }
+
+func TestTransactionOnlyTokenSetBeforeTheLoginProbeAnswers(t *testing.T) {
+	// A client's first transaction often goes before the answer to the
+	// probe sent at login: once the probe finds no token and that
+	// transaction is answered, the session runs unchecked again.
+	for name, cfg := range map[string]*Config{
+		"session":          {},
+		"token_scope: txn": {TransactionTokens: true},
+		"transaction pool": {Pooled: true},
+	} {
+		cfg.Analyzer = NewAnalyzer(100)
+		w := &wire{t: t, s: NewSession(cfg, nil)}
+		w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "on"})
+		w.s.Server(Reply{Type: 'S', Param: "client_encoding", Value: "UTF8"})
+		w.s.Probe()
+		first := w.send(q("BEGIN; SET LOCAL lock.fencing_token = 5; UPDATE t SET v = 1; COMMIT"))
+		if lastCheck(first) == "none" {
+			t.Fatalf("%s: the first transaction's write is not checked: %s", name, first)
+		}
+		w.replies("3123C3Z", 'I')
+		w.replies("CCCCCZ", 'I')
+		if got := w.send(q("UPDATE t SET v = 2")); lastCheck(got) != "none" {
+			t.Errorf("%s: the next transaction's write is still checked: %s", name, got)
+		}
+	}
+}
