@@ -709,14 +709,8 @@ func exactSetConfigs(sel *pg_query.SelectStmt) bool {
 // exactText reports whether n is a string literal or a parameter, cast to
 // nothing but the schema-qualified pg_catalog.text.
 func exactText(n *pg_query.Node) bool {
-	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
-		t := tc.GetTypeName()
-		if len(t.GetNames()) != 2 || !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
-			return false
-		}
-		n = tc.Arg
-	}
-	return n.GetParamRef() != nil || n.GetAConst().GetSval() != nil
+	n, ok := uncastText(n, true)
+	return ok && (n.GetParamRef() != nil || n.GetAConst().GetSval() != nil)
 }
 
 // paramBits returns the parameters numbered in params as bits (bit n-1 for
@@ -750,12 +744,8 @@ func isCatalogFunc(names []*pg_query.Node, fn string) bool {
 // number, param), possibly cast to PostgreSQL's text: nothing that runs code
 // (a cast to another type may call a function of the user's).
 func plainValue(n *pg_query.Node) (ok bool, param int32) {
-	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
-		t := tc.GetTypeName()
-		if !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
-			return false, 0
-		}
-		n = tc.Arg
+	if n, ok = uncastText(n, false); !ok {
+		return false, 0
 	}
 	if p := n.GetParamRef(); p != nil {
 		if p.Number < 1 {

@@ -38,8 +38,8 @@
 // token, every transaction's first read or write gets a check, and the
 // server evaluates current_setting('lock.fencing_token') inside it, so gate
 // never has to mirror PostgreSQL's setting rules. A token set for one
-// transaction only (SET LOCAL, set_config(…, true), run from the
-// statement's own text) in a session known to hold none stops counting
+// transaction only (SET LOCAL, pg_catalog.set_config(…, true), run from
+// the statement's own text) in a session known to hold none stops counting
 // once that transaction has ended and every unit is answered
 // (Session.maybeTxnOnly). Gate refuses nothing by
 // itself: a refusal it decides (a malformed comment token, a write to schema

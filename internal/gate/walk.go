@@ -352,19 +352,32 @@ func mentionsFence(s string) bool { return containsFold(s, fenceSchema) }
 // constString returns the value of a string literal, looking through casts
 // ('x'::text).
 func constString(n *pg_query.Node) (string, bool) {
-	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
-		// Other casts change the value ('lock.fencing_tokenXX'::varchar(18)),
-		// or run code ('…'::alice.text, a type of the user's).
-		if !isCatalogFunc(tc.GetTypeName().GetNames(), "text") || len(tc.GetTypeName().GetTypmods()) > 0 || tc.GetTypeName().GetArrayBounds() != nil {
-			return "", false
-		}
-		n = tc.Arg
+	n, ok := uncastText(n, false)
+	if !ok {
+		return "", false
 	}
 	c := n.GetAConst()
 	if c == nil || c.GetSval() == nil {
 		return "", false
 	}
 	return c.GetSval().Sval, true
+}
+
+// uncastText returns n without its casts to PostgreSQL's text (text or
+// pg_catalog.text; only the schema-qualified one when qualified, as an
+// unqualified name resolves through search_path), and false when a cast is
+// to anything else: other casts change the value
+// ('lock.fencing_tokenXX'::varchar(18)), or run code ('…'::alice.text, a
+// type of the user's).
+func uncastText(n *pg_query.Node, qualified bool) (*pg_query.Node, bool) {
+	for tc := n.GetTypeCast(); tc != nil; tc = n.GetTypeCast() {
+		t := tc.GetTypeName()
+		if qualified && len(t.GetNames()) != 2 || !isCatalogFunc(t.GetNames(), "text") || len(t.GetTypmods()) > 0 || len(t.GetArrayBounds()) > 0 {
+			return nil, false
+		}
+		n = tc.Arg
+	}
+	return n, true
 }
 
 // lastName returns the last element of a qualified name list.
