@@ -305,3 +305,40 @@ func waitForLock(t *testing.T, c *pgx.Conn, pid uint32) {
 		}
 	}
 }
+
+// TestAdvancingCheckRunsNoTriggerFunction: a check that raises or renews a
+// mark writes its new version without calling fence.refuse_lowering (the
+// trigger's WHEN clause, evaluated by the server, passes a mark that does
+// not go down), so a check costs no PL/pgSQL trigger call; the marks still
+// never go down (TestMarksNeverGoDown).
+func TestAdvancingCheckRunsNoTriggerFunction(t *testing.T) {
+	db := newStore(t)
+	c := db.super(t)
+	ctx := t.Context()
+	setMark(t, c, "r", 5)
+	var calls int64
+	err := inTx(ctx, c, "BEGIN", func() error {
+		if _, err := c.Exec(ctx, "SET LOCAL track_functions = 'pl'"); err != nil {
+			return err
+		}
+		for _, tok := range []string{"5", "6", "6"} {
+			if err := call(ctx, c, fencestore.CheckArgs{Token: tok, Resource: "r", Advance: true}); err != nil {
+				return err
+			}
+		}
+		if err := call(ctx, c, fencestore.CheckArgs{Token: "1", Resource: "new", Advance: true}); err != nil {
+			return err
+		}
+		return c.QueryRow(ctx, `SELECT COALESCE(sum(calls), 0)::int8 FROM pg_stat_xact_user_functions
+			WHERE schemaname = 'fence' AND funcname = 'refuse_lowering'`).Scan(&calls)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Errorf("fence.refuse_lowering ran %d times for four advancing checks, want 0", calls)
+	}
+	if got := mark(t, c, "r"); got != 6 {
+		t.Errorf("mark = %d, want 6", got)
+	}
+}

@@ -5,9 +5,9 @@ package fencestore
 // check for the table's resource (docs/design.md "Fail closed", rule 8).
 //
 // The ground truth is the row of the resource's mark in fence.hwm: when
-// fence.check advances, it locks that row FOR NO KEY UPDATE (equal token),
-// updates it (higher token) or inserts it (first token), all held to commit
-// and undone by ROLLBACK TO SAVEPOINT. Only the fence routines, the owner and
+// fence.check advances, it updates that row (a new version, also for an
+// equal token) or inserts it (first token), held to commit and undone by
+// ROLLBACK TO SAVEPOINT. Only the fence routines, the owner and
 // superusers can lock or write fence.hwm: other roles have SELECT only, and
 // row-lock clauses need UPDATE. Nothing a client can SET records it.
 

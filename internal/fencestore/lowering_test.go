@@ -76,8 +76,8 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	c := db.super(t)
 	ctx := t.Context()
 	setMark(t, c, "r", 100)
-	if _, err := c.Exec(ctx, `DROP FUNCTION fence.refuse_lowering() CASCADE; DROP FUNCTION fence.set_mark(text, bigint);
-		DELETE FROM fence.schema_version WHERE version = 2`+dropVersion3); err != nil {
+	if _, err := c.Exec(ctx, `SELECT 1`+dropVersion3+`; DROP FUNCTION fence.refuse_lowering() CASCADE; DROP FUNCTION fence.set_mark(text, bigint);
+		DELETE FROM fence.schema_version WHERE version = 2`); err != nil {
 		t.Fatal(err)
 	}
 	st, err := fencestore.Status(ctx, session{c})
@@ -230,5 +230,39 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	var super bool
 	if err := c.QueryRow(ctx, fencestore.GuardImplQuery).Scan(&impl, &super); err != nil || impl != "c" {
 		t.Errorf("fence.guard after upgrade: %q, %v; want the C guard kept", impl, err)
+	}
+}
+
+// TestUpgradeFromVersion7: a store at version 7 (fence.hwm's triggers as
+// versions 2 to 7 made them) is reported, and migrate brings version 8's
+// triggers, which run fence.refuse_lowering only where a mark could go
+// down, keeping the marks and refusing their lowering.
+func TestUpgradeFromVersion7(t *testing.T) {
+	db := newStore(t)
+	c := db.super(t)
+	ctx := t.Context()
+	setMark(t, c, "r", 100)
+	if _, err := c.Exec(ctx, `SELECT 1`+dropVersion8); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fencestore.Status(ctx, session{c})
+	if err != nil || st.OK() || st.Version != 7 || !strings.Contains(st.String(), "version 7 is older than "+latest) {
+		t.Fatalf("version 7 store: %v, %v", st, err)
+	}
+	res, err := fencestore.Migrate(ctx, session{c})
+	if err != nil || res.String() != "upgraded fence schema from version 7 to "+latest {
+		t.Fatalf("Migrate = %v, %v", res, err)
+	}
+	if st, err := fencestore.Status(ctx, session{c}); err != nil || !st.OK() {
+		t.Fatalf("after upgrade: %v, %v", st, err)
+	}
+	if got := mark(t, c, "r"); got != 100 {
+		t.Errorf("mark after upgrade %d, want 100", got)
+	}
+	for _, stmt := range []string{"UPDATE fence.hwm SET token = 1", "DELETE FROM fence.hwm"} {
+		_, err = c.Exec(ctx, stmt)
+		if code, _ := pgErr(t, err); code != fencestore.CodeMarkLowered {
+			t.Errorf("%s after upgrade: %v, want %s", stmt, err, fencestore.CodeMarkLowered)
+		}
 	}
 }

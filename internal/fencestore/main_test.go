@@ -118,9 +118,17 @@ func callLiteral(ctx context.Context, c *pgx.Conn, a fencestore.CheckArgs) error
 	return err
 }
 
+// dropVersion8 puts fence.hwm's triggers back as versions 2 to 7 had them
+// and takes migration 8's schema_version row out (fence.check keeps its
+// version 8 body: the upgrade replaces it).
+const dropVersion8 = `; DROP TRIGGER hwm_never_delete ON fence.hwm; DROP TRIGGER hwm_never_lower ON fence.hwm;
+	CREATE TRIGGER hwm_never_lower BEFORE UPDATE OR DELETE ON fence.hwm FOR EACH ROW EXECUTE FUNCTION fence.refuse_lowering();
+	ALTER TABLE fence.hwm ENABLE ALWAYS TRIGGER hwm_never_lower;
+	DELETE FROM fence.schema_version WHERE version = 8`
+
 // dropVersion7 takes migration 7's schema_version row out (the routines
 // keep their version 7 bodies: the upgrade replaces them).
-const dropVersion7 = `; DELETE FROM fence.schema_version WHERE version = 7`
+const dropVersion7 = dropVersion8 + `; DELETE FROM fence.schema_version WHERE version = 7`
 
 // dropVersion6 takes migration 6's table out, with its schema_version row
 // (fence.check keeps its version 6 body: the upgrade replaces it).

@@ -9,7 +9,7 @@ import (
 
 // LatestVersion is the fence schema version this binary installs: the
 // version of the last entry of migrations (a test checks it).
-const LatestVersion = 7
+const LatestVersion = 8
 
 // advisoryLockKey serializes Migrate runs on one database
 // (pg_advisory_xact_lock; the bytes spell "fenceHWM").

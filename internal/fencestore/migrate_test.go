@@ -132,7 +132,7 @@ func TestMigrateRefuses(t *testing.T) {
 }
 
 func TestStatusProblems(t *testing.T) {
-	const unguarded = "fence.hwm lacks its triggers hwm_never_lower and hwm_never_truncate (enabled ALWAYS, calling version 2's fence.refuse_lowering): marks could be lowered"
+	unguarded := "fence.hwm lacks its triggers as version " + latest + " installs them (hwm_never_delete, hwm_never_lower and hwm_never_truncate, enabled ALWAYS, calling fence.refuse_lowering): marks could be lowered"
 	tests := []struct {
 		name  string
 		setup []string
@@ -145,6 +145,13 @@ func TestStatusProblems(t *testing.T) {
 		{name: "trigger disabled", setup: []string{"ALTER TABLE fence.hwm DISABLE TRIGGER hwm_never_lower"}, want: "fence schema version " + latest + ": " + unguarded},
 		{name: "trigger not always", setup: []string{"ALTER TABLE fence.hwm ENABLE TRIGGER hwm_never_truncate"}, want: "fence schema version " + latest + ": " + unguarded},
 		{name: "trigger dropped", setup: []string{"DROP TRIGGER hwm_never_lower ON fence.hwm"}, want: "fence schema version " + latest + ": " + unguarded},
+		{name: "delete trigger dropped", setup: []string{"DROP TRIGGER hwm_never_delete ON fence.hwm"}, want: "fence schema version " + latest + ": " + unguarded},
+		{name: "trigger narrowed", setup: []string{"DROP TRIGGER hwm_never_lower ON fence.hwm",
+			"CREATE TRIGGER hwm_never_lower BEFORE UPDATE ON fence.hwm FOR EACH ROW WHEN (NEW.token < 0) EXECUTE FUNCTION fence.refuse_lowering()",
+			"ALTER TABLE fence.hwm ENABLE ALWAYS TRIGGER hwm_never_lower"}, want: "fence schema version " + latest + ": " + unguarded},
+		{name: "trigger on other events", setup: []string{"DROP TRIGGER hwm_never_delete ON fence.hwm",
+			"CREATE TRIGGER hwm_never_delete BEFORE INSERT ON fence.hwm FOR EACH ROW EXECUTE FUNCTION fence.refuse_lowering()",
+			"ALTER TABLE fence.hwm ENABLE ALWAYS TRIGGER hwm_never_delete"}, want: "fence schema version " + latest + ": " + unguarded},
 		{name: "trigger function changed", setup: []string{"CREATE OR REPLACE FUNCTION fence.refuse_lowering() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$"},
 			want: "fence schema version " + latest + ": " + unguarded},
 		{name: "not security definer", setup: []string{"ALTER PROCEDURE fence.check SECURITY INVOKER"},

@@ -153,9 +153,42 @@ var migrations = []migration{
 		orReplace(invoker("fence.ddl_require(p_rels oid[], p_tag text) RETURNS void", ddlRequireBody)),
 		orReplace(invoker("fence.ddl_start() RETURNS event_trigger", ddlStartBody)),
 	}},
+	// Each check costs the server less: one UPDATE locks the mark's row
+	// and writes its new version (versions before took the lock with a
+	// SELECT … FOR NO KEY UPDATE first), and fence.refuse_lowering runs
+	// only for an UPDATE that could lower a mark, which a WHEN clause the
+	// server evaluates itself tells, or a DELETE: no PL/pgSQL trigger call
+	// per check.
+	{Version: 8, Name: "cheaper fence.check: one UPDATE per check; hwm_never_lower only where a mark could go down", Statements: []string{
+		replaceCheck,
+		`DROP TRIGGER hwm_never_lower ON fence.hwm`,
+		`CREATE TRIGGER hwm_never_lower BEFORE UPDATE ON fence.hwm FOR EACH ROW
+			WHEN (NEW.token OPERATOR(pg_catalog.<) OLD.token OR NEW.resource OPERATOR(pg_catalog.<>) OLD.resource)
+			EXECUTE FUNCTION fence.refuse_lowering()`,
+		`CREATE TRIGGER hwm_never_delete BEFORE DELETE ON fence.hwm
+			FOR EACH ROW EXECUTE FUNCTION fence.refuse_lowering()`,
+		`ALTER TABLE fence.hwm ENABLE ALWAYS TRIGGER hwm_never_lower`,
+		`ALTER TABLE fence.hwm ENABLE ALWAYS TRIGGER hwm_never_delete`,
+	}},
 }
 
-// replaceCheck puts checkBody in place as fence.check (migrations 6 and 7;
+// hwmTriggers are fence.hwm's triggers, as pg_get_triggerdef shows them,
+// by the version that installed them last: version 2's until version 8.
+// Status reports a store whose triggers differ (dropped, disabled, not
+// enabled ALWAYS, narrowed, on other events).
+var hwmTriggers = map[int][]string{
+	2: {
+		"CREATE TRIGGER hwm_never_lower BEFORE DELETE OR UPDATE ON fence.hwm FOR EACH ROW EXECUTE FUNCTION fence.refuse_lowering()",
+		"CREATE TRIGGER hwm_never_truncate BEFORE TRUNCATE ON fence.hwm FOR EACH STATEMENT EXECUTE FUNCTION fence.refuse_lowering()",
+	},
+	8: {
+		"CREATE TRIGGER hwm_never_delete BEFORE DELETE ON fence.hwm FOR EACH ROW EXECUTE FUNCTION fence.refuse_lowering()",
+		"CREATE TRIGGER hwm_never_lower BEFORE UPDATE ON fence.hwm FOR EACH ROW WHEN (((new.token < old.token) OR (new.resource <> old.resource))) EXECUTE FUNCTION fence.refuse_lowering()",
+		"CREATE TRIGGER hwm_never_truncate BEFORE TRUNCATE ON fence.hwm FOR EACH STATEMENT EXECUTE FUNCTION fence.refuse_lowering()",
+	},
+}
+
+// replaceCheck puts checkBody in place as fence.check (migrations 6, 7 and 8;
 // one body for every version, as migration 1 installs it).
 const replaceCheck = `CREATE OR REPLACE PROCEDURE fence.check(p_token text, p_resource text, p_table_resource text,
 			p_default_resource text, p_require_token boolean, p_advance boolean)
@@ -238,19 +271,21 @@ const checkSignature = "fence.check(text, text, text, text, boolean, boolean)"
 // store (which is used only once migrated to the end, so the table of
 // migration 6 it reads is there by then); migration 6 puts it in place of
 // the body earlier versions installed, which locked an equal token's mark
-// without writing it and had no ceiling, and migration 7 once more (its
-// refusals with DETAIL and HINT). Everything is schema-qualified;
-// the operators (=, <, ~ …) resolve through the pinned search_path, where
-// pg_catalog comes first and pg_temp, last, is never searched for
-// operators.
+// without writing it and had no ceiling, migration 7 once more (its
+// refusals with DETAIL and HINT) and migration 8 again (one UPDATE per
+// check). Everything is schema-qualified; the operators (=, <, ~ …)
+// resolve through the pinned search_path, where pg_catalog comes first and
+// pg_temp, last, is never searched for operators.
 //
-// Advance: SELECT … FOR NO KEY UPDATE takes the row lock on the newest
-// version of the row, waiting for a concurrent holder to finish, and reads
-// what that holder committed (READ COMMITTED; under REPEATABLE READ and
-// SERIALIZABLE the wait ends in a serialization failure instead, since the
-// holder waited for wrote a new version of the row). Every advancing check
-// writes a new version (docs/isolation.md). The lock is held to commit,
-// which serializes holders of one resource.
+// Advance: the UPDATE of a mark not above the token takes the row lock on
+// the newest version of the row, waiting for a concurrent holder to
+// finish, and re-reads what that holder committed before it writes (READ
+// COMMITTED; under REPEATABLE READ and SERIALIZABLE the wait ends in a
+// serialization failure instead, since the holder waited for wrote a new
+// version of the row). Every advancing check writes a new version
+// (docs/isolation.md). The lock is held to commit, which serializes
+// holders of one resource. A mark the UPDATE leaves alone is read to tell
+// a stale token (a higher mark) from a missing mark, which is inserted.
 //
 // Check only (read-only transaction, or p_advance false): a plain SELECT; FOR
 // SHARE is not allowed in read-only transactions.
@@ -309,22 +344,28 @@ BEGIN
 		-- committed then fails to lock the row (40001) instead of reading
 		-- data older than this holder's writes. updated_at becomes now():
 		-- the guard's fence.passed knows a version this transaction wrote by
-		-- it. A missing row is inserted; if another session inserts it
-		-- first, lock theirs instead.
+		-- it. A mark above the token is left alone and refused below. A
+		-- missing row is inserted; if another session inserts it first,
+		-- update theirs instead.
 		FOR attempt IN 1..3 LOOP
-			SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource FOR NO KEY UPDATE;
+			UPDATE fence.hwm AS h SET token = v_token, updated_at = pg_catalog.now()
+				WHERE h.resource = v_resource AND h.token <= v_token;
 			IF FOUND THEN
-				IF v_mark <= v_token THEN
-					UPDATE fence.hwm AS h SET token = v_token, updated_at = pg_catalog.now() WHERE h.resource = v_resource;
-				END IF;
+				RETURN;
+			END IF;
+			SELECT h.token INTO v_mark FROM fence.hwm AS h WHERE h.resource = v_resource;
+			IF FOUND AND v_mark > v_token THEN
 				EXIT;
 			END IF;
+			-- Missing (or lowered by fence.set_mark since the UPDATE: the
+			-- insert does nothing, and the next attempt updates it).
 			INSERT INTO fence.hwm AS h (resource, token, updated_at)
 				VALUES (v_resource, v_token, pg_catalog.now())
 				ON CONFLICT (resource) DO NOTHING;
 			IF FOUND THEN
 				RETURN;
 			END IF;
+			v_mark := NULL;
 		END LOOP;
 		IF v_mark IS NULL THEN
 			RAISE EXCEPTION USING ERRCODE = '40001',

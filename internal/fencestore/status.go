@@ -62,8 +62,8 @@ func Status(ctx context.Context, q Querier) (State, error) {
 	case st.version == LatestVersion && st.procBody != checkBody:
 		add("procedure fence.check differs from version %d's: run fenceproxy migrate on a fresh schema or restore it", st.version)
 	}
-	if st.version >= 2 && !st.guarded {
-		add("fence.hwm lacks its triggers hwm_never_lower and hwm_never_truncate (enabled ALWAYS, calling version 2's fence.refuse_lowering): marks could be lowered")
+	if want := wantTriggers(st.version); want != nil && st.triggers != strings.Join(want, "\n") {
+		add("fence.hwm lacks its triggers as version %d installs them (%s, enabled ALWAYS, calling fence.refuse_lowering): marks could be lowered", st.version, triggerNames(want))
 	}
 	if st.version >= 3 {
 		if err := guardProblems(ctx, q, st.version, add); err != nil {
@@ -94,7 +94,7 @@ type rawState struct {
 	canExecute bool   // … which may execute fence.check
 	writers    string // non-owner roles with more than SELECT on fence.hwm
 	creators   string // non-owner roles with CREATE on schema fence
-	guarded    bool   // fence.hwm's two triggers, enabled ALWAYS, call fence.refuse_lowering as installed
+	triggers   string // fence.hwm's hwm_never_* triggers enabled ALWAYS that call fence.refuse_lowering as installed, one per line
 }
 
 const stateQuery = `SELECT
@@ -114,10 +114,10 @@ const stateQuery = `SELECT
 		SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::text END AS who
 		FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
 		WHERE n.nspname = 'fence' AND a.grantee <> n.nspowner AND a.privilege_type = 'CREATE') AS g), ''),
-	(SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger AS t JOIN pg_catalog.pg_proc AS f ON f.oid = t.tgfoid
-		WHERE t.tgrelid = pg_catalog.to_regclass('fence.hwm') AND t.tgenabled = 'A'
-		AND t.tgname IN ('hwm_never_lower', 'hwm_never_truncate')
-		AND f.oid = pg_catalog.to_regprocedure('fence.refuse_lowering()') AND f.prosrc = $1) = 2
+	COALESCE((SELECT pg_catalog.string_agg(pg_catalog.pg_get_triggerdef(t.oid), E'\n' ORDER BY t.tgname)
+		FROM pg_catalog.pg_trigger AS t JOIN pg_catalog.pg_proc AS f ON f.oid = t.tgfoid
+		WHERE t.tgrelid = pg_catalog.to_regclass('fence.hwm') AND t.tgenabled = 'A' AND t.tgname LIKE 'hwm\_never\_%'
+		AND f.oid = pg_catalog.to_regprocedure('fence.refuse_lowering()') AND f.prosrc = $1), '')
 FROM (SELECT) AS one
 LEFT JOIN pg_catalog.pg_proc AS p ON p.oid = pg_catalog.to_regprocedure('` + checkSignature + `')`
 
@@ -126,7 +126,7 @@ func readState(ctx context.Context, q Querier, op string) (rawState, error) {
 	var st rawState
 	var hasVersions bool
 	err := q.QueryRow(ctx, stateQuery, refuseLoweringBody).Scan(&st.schema, &hasVersions, &st.table, &st.proc,
-		&st.procSafe, &st.procBody, &st.user, &st.canExecute, &st.writers, &st.creators, &st.guarded)
+		&st.procSafe, &st.procBody, &st.user, &st.canExecute, &st.writers, &st.creators, &st.triggers)
 	if err != nil {
 		// E.g. 42501 when the role lacks USAGE on schema fence: to_regclass
 		// checks it even though it is told not to fail on missing names.
@@ -188,4 +188,25 @@ func guardProblems(ctx context.Context, q Querier, version int, add func(string,
 		add("PUBLIC may execute fence.check: any role can raise a mark; REVOKE EXECUTE ON PROCEDURE %s FROM PUBLIC and GRANT %s to the application roles", checkSignature, ClientRole)
 	}
 	return nil
+}
+
+// wantTriggers returns fence.hwm's triggers at version v (hwmTriggers):
+// nil before version 2, which had none.
+func wantTriggers(v int) []string {
+	from := 0
+	for f := range hwmTriggers {
+		if f <= v && f > from {
+			from = f
+		}
+	}
+	return hwmTriggers[from]
+}
+
+// triggerNames lists the names of the triggers defs define, for a sentence.
+func triggerNames(defs []string) string {
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i], _, _ = strings.Cut(strings.TrimPrefix(d, "CREATE TRIGGER "), " ")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
