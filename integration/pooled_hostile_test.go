@@ -637,3 +637,45 @@ func TestPooledUnreadResultsBlockOnlyTheirPool(t *testing.T) {
 	expectFatal(t, b, "53300")
 	c.wantUsable()
 }
+
+// TestPooledStatementPreparedAgainUnderOtherLexingNeverRunsUnchecked: a
+// statement the gate read under standard_conforming_strings on is prepared
+// again by setup on a new server connection under the client's setting of
+// that lending (off), where the server reads other SQL: set_config, then
+// a function that writes. The client turns the setting back on inside its
+// transaction, so the settings at the Execute are those of the Parse; the
+// Execute is refused, and the stale holder's write never lands.
+func TestPooledStatementPreparedAgainUnderOtherLexingNeverRunsUnchecked(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{Lifetime: time.Second}, nil)
+	if err := harness.Exec(t.Context(), e.direct,
+		`CREATE FUNCTION w() RETURNS int LANGUAGE sql AS $$ UPDATE accounts SET balance = 666 WHERE id = 1 RETURNING 1 $$`,
+	); err != nil {
+		t.Fatal(err)
+	}
+	const res = "acct/lex"
+	holder := connect(t, e.app, pgx.QueryExecModeExec)
+	if err := fencedWrite(t, holder, "comment", res, 42, 42); err != nil {
+		t.Fatalf("holder 42: %v", err)
+	}
+	a := e.wire(t, nil)
+	a.query("SET lock.resource = '" + res + "'")
+	a.query("SET lock.fencing_token = 41")
+	// Under standard_conforming_strings on: three set_config calls (a
+	// hand-over, which runs without a check). Under off:
+	// set_config('x.a', …) AS a, public.w() AS b -- …
+	const text = `SELECT pg_catalog.set_config('lock.fencing_token', '41', true), pg_catalog.set_config('x.a', 'v\', true), pg_catalog.set_config(', true) AS a, public.w() AS b --', 'w', true)`
+	if got := a.transcript(1, &pgproto3.Parse{Name: "s", Query: text}, &pgproto3.Sync{}); got != "1Z" {
+		t.Fatalf("parse: %s", got)
+	}
+	a.query("SET standard_conforming_strings = off")
+	time.Sleep(2500 * time.Millisecond) // past Lifetime: the next lending gets a new server connection
+	a.query("BEGIN")
+	a.query("SET LOCAL standard_conforming_strings = on")
+	if got := a.transcript(1, &pgproto3.Bind{PreparedStatement: "s"}, &pgproto3.Execute{}, &pgproto3.Sync{}); !strings.HasPrefix(got, "2E{0A000}") {
+		t.Errorf("Bind, Execute: %s, want the Execute refused (2E{0A000}…)", got)
+	}
+	a.transcript(1, &pgproto3.Query{String: "COMMIT"})
+	if bal := e.balance(t); bal != 42 {
+		t.Fatalf("balance %d: a write ran with the stale token 41 and no check", bal)
+	}
+}

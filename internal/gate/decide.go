@@ -38,7 +38,7 @@ var (
 		hint:    "Set them in a statement of their own."}
 	refLexChanged = refusal{code: codeCannotFence,
 		message: "fenceproxy: cannot fence this text: the settings the server reads it under are changing",
-		detail:  "standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing or under other values than now, and the text holds a backslash or a non-ASCII byte the server may read differently.",
+		detail:  "standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing, under other values than now or (transaction pool mode, where it is prepared again on each server connection under the values of the day) before they last changed, and the text holds a backslash or a non-ASCII byte the server may read differently.",
 		hint:    "Send Sync after changing those settings, and prepare the statement again."}
 	refNameEncoding = refusal{code: codeInvalidName,
 		message: "fenceproxy: a non-ASCII statement, portal or cursor name cannot be fenced when client_encoding is not UTF8",
@@ -806,7 +806,7 @@ func (s *Session) opaqueRunOf(p *prepared) *Statement {
 		run.Directives = p.st.Directives
 	case p.text != "" && mayHaveDirectives(p.text):
 		d, err := ParseDirectives(p.text)
-		if err != nil || p.lex.unsafe(p.text) != "" || p.lexUnsure && lexRisky(p.text) {
+		if err != nil || p.lex.unsafe(p.text) != "" || s.unsureLex(p) && lexRisky(p.text) {
 			run.unreadable = true
 			break
 		}

@@ -42,7 +42,7 @@ func (s *Session) parse(name, sql, server string, paramTypes []uint32) Decision 
 	s.extended()
 	// The server lexes the text now, under the settings in force when it
 	// reaches it: record them for the Execute that analyses it.
-	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, named: name != "", server: server}
+	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, lexChanges: s.lexChanges, named: name != "", server: server}
 	if s.cfg.Pooled {
 		p.typedParams = typedParams(paramTypes)
 	}
@@ -476,12 +476,23 @@ func (s *Session) resolve(p *prepared) (*Statement, analysis) {
 	return nil, an
 }
 
+// unsureLex reports whether the server may hold p's text read under other
+// lexing settings than those of its Parse: they were changing then, or,
+// under Config.Pooled, they have changed since, even if they are back. In
+// transaction pool mode pgwire prepares a client's statement again on each
+// server connection that lacks it, under the client's settings of that
+// lending (pooled_setup.go), so the server's copy may be a reading under
+// any settings the client had after its Parse.
+func (s *Session) unsureLex(p *prepared) bool {
+	return p.lexUnsure || s.cfg.Pooled && p.lexChanges != s.lexChanges
+}
+
 // analyzePrepared analyses the text of a statement prepared by Parse, which
 // the server lexed under the settings of its Parse: it is refused where
 // fencing is possible when those settings were changing, or differ from
 // today's in a way that could change how the text reads.
 func (s *Session) analyzePrepared(p *prepared) analysis {
-	if (p.lexUnsure || p.lex != s.settings) && lexRisky(p.text) {
+	if (s.unsureLex(p) || p.lex != s.settings) && lexRisky(p.text) {
 		if s.unreadableAsOpaque(p.text) {
 			return analysis{opaque: true}
 		}

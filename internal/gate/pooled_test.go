@@ -943,3 +943,41 @@ func TestPooledSetConfigThroughAUsersTextTypeIsNotTrusted(t *testing.T) {
 		t.Errorf("pg_catalog.text: the write does not read the transaction's setting: %s", got)
 	}
 }
+
+// In transaction pool mode pgwire prepares a client's statement again on
+// each server connection that lacks it, under the client's lexing settings
+// of that lending: a text whose reading depends on them (a backslash, a
+// non-ASCII byte) is refused once they have changed since its Parse, even
+// when they are back to its Parse's values by the time it runs (SET LOCAL
+// in the lending's transaction). A text they cannot change runs as before.
+func TestPooledStatementReadUnderChangedLexingIsRefused(t *testing.T) {
+	// Under standard_conforming_strings on: three set_config calls, a
+	// hand-over. Under off: set_config('x.a', …), then public.w(), which
+	// writes.
+	const risky = `SELECT pg_catalog.set_config('lock.fencing_token', '41', true), pg_catalog.set_config('x.a', 'v\', true), pg_catalog.set_config(', true) AS a, public.w() AS b --', 'w', true)`
+	for _, tc := range []struct {
+		name, text string
+		refused    bool
+	}{
+		{"backslash", risky, true},
+		{"non-ASCII", "UPDATE t SET v = 'é'", true},
+		{"plain", "UPDATE t SET v = 1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := pooledWire(t, map[string]string{"lock.fencing_token": "41", "lock.resource": "r"})
+			w.s.Client(Msg{Type: 'P', Name: "s", Text: tc.text, Server: "fenceproxy_s1"})
+			w.send(syncMsg())
+			w.replies("1Z", 'I')
+			for _, v := range []string{"off", "on"} { // a session SET, then a SET LOCAL in the next transaction
+				w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: v})
+			}
+			got := w.send(bind("", "s")) + " " + w.send(exec(""))
+			if refused := strings.Contains(got, "~raise"); refused != tc.refused {
+				t.Fatalf("Execute after standard_conforming_strings went off and back on: upstream %s, refused %v, want %v", got, refused, tc.refused)
+			}
+			if !tc.refused && !strings.Contains(got, "~check") {
+				t.Fatalf("Execute not checked: %s", got)
+			}
+		})
+	}
+}

@@ -287,7 +287,7 @@ func (s *Session) runsOnce(st *Statement) *Statement {
 // is not exactly one statement that can be analysed.
 func (s *Session) analyzeStatement(p *prepared) *Statement {
 	text := p.text
-	if p.lex.unsafe(text) != "" || p.lexUnsure && lexRisky(text) {
+	if p.lex.unsafe(text) != "" || s.unsureLex(p) && lexRisky(text) {
 		return nil
 	}
 	a, err := s.cfg.Analyzer.Analyze(text)

@@ -23,6 +23,8 @@ type prepared struct {
 	// lexUnseen: something ran before it whose effect on the settings the
 	// proxy had not yet seen (see Session.lexUnseen).
 	lexUnseen bool
+	// lexChanges: Session.lexChanges at its Parse (see Session.unsureLex).
+	lexChanges uint32
 
 	// hold: a cursor declared WITH HOLD, which outlives its transaction.
 	hold bool

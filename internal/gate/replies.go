@@ -56,7 +56,11 @@ type Verdict struct {
 func (s *Session) Server(r Reply) Verdict {
 	switch r.Type {
 	case 'S':
+		before := s.settings
 		s.settings.param(r.Param, r.Value)
+		if s.settings != before {
+			s.lexChanges++
+		}
 		return Verdict{}
 	case 'N', 'A': // notices, notifications: any time
 		return Verdict{}

@@ -154,6 +154,9 @@ type Session struct {
 	unit     unitState
 	slots    slotQueue
 	settings settings
+	// lexChanges counts the changes of settings the server reported (see
+	// unsureLex).
+	lexChanges uint32
 
 	lastCheck fencestore.CheckArgs // what the last check decided carried (LastCheck)
 
