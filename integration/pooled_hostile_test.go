@@ -679,3 +679,31 @@ func TestPooledStatementPreparedAgainUnderOtherLexingNeverRunsUnchecked(t *testi
 		t.Fatalf("balance %d: a write ran with the stale token 41 and no check", bal)
 	}
 }
+
+// TestPooledStatementNameTakenByOtherCodeEndsTheSession: code a client ran
+// (a DO block's EXECUTE) prepared a statement on a server connection under
+// the name the proxy gave another client's statement. When setup prepares
+// the client's statement there, the server refuses the name (42P05); the
+// connection is closed and the client's session ends, and the Bind never
+// runs the other code's statement.
+func TestPooledStatementNameTakenByOtherCodeEndsTheSession(t *testing.T) {
+	e := hostileEnv(t, pgwire.PoolConfig{Lifetime: time.Second}, nil)
+	if err := harness.Exec(t.Context(), e.direct, "CREATE TABLE squat (name text)"); err != nil {
+		t.Fatal(err)
+	}
+	a := e.wire(t, nil)
+	if got := a.transcript(1, &pgproto3.Parse{Name: "s", Query: "SELECT 1"}, &pgproto3.Sync{}); got != "1Z" {
+		t.Fatalf("parse: %s", got)
+	}
+	b := e.wire(t, nil)
+	b.query("INSERT INTO squat SELECT name FROM pg_prepared_statements WHERE position(chr(31) in name) > 0")
+	time.Sleep(2500 * time.Millisecond) // past Lifetime: the next lending gets a new server connection
+	b.query(`DO $$BEGIN EXECUTE format('PREP' || 'ARE %I AS UPDATE accounts SET balance = 666 WHERE id = 1', (SELECT name FROM squat LIMIT 1)); END$$`)
+	got := a.transcript(1, &pgproto3.Bind{PreparedStatement: "s"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if !strings.Contains(got, "E{XX000}") {
+		t.Errorf("Bind of the client's statement on the connection: %s, want the session ended (E{XX000})", got)
+	}
+	if bal := e.balance(t); bal != 0 {
+		t.Fatalf("balance %d: the client's Bind ran a statement other code prepared under its name", bal)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/pool"
+	"github.com/fenceproxy/fenceproxy/internal/sqlstate"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -312,6 +313,16 @@ func (s *session) exchangeSetup(c *pool.Conn, lc *lentConn, msgs []pgproto3.Fron
 			e := *g.failed
 			e.Severity, e.SeverityUnlocalized = "FATAL", "FATAL"
 			return &pooledFailure{&e, fmt.Errorf("setting the client's parameters: %s", g.failed.Message)}
+		case g.parse != "" && !g.unnamed && g.failed != nil && g.failed.Code == sqlstate.DuplicatePreparedStmt:
+			// The server holds a statement under a name only the proxy
+			// gives, which the proxy did not prepare here: code another
+			// client ran (a function's EXECUTE 'PREPARE …') put it there,
+			// and a Bind of the client's statement would run it. The
+			// connection is closed, and the session ends.
+			s.srv.pool.Release(c, false)
+			s.log.Error("server connection holds a statement under the proxy's name that the proxy did not prepare; closed", "statement", g.parse)
+			return &pooledFailure{fatal(codeInternalError, "fenceproxy: the server connection held a statement under a name reserved for the proxy, made by other code; it was closed, and the session cannot continue"),
+				fmt.Errorf("statement %q already on the server connection", g.parse)}
 		case g.unnamed && g.failed == nil:
 			lc.unnamed = g.parse
 		case g.unnamed:
