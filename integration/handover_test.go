@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,39 @@ func TestHandOverWithDomainTypedConstantIsChecked(t *testing.T) {
 	err := rawExec(t, c, "SELECT pg_catalog.set_config('lock.fencing_token', '41'::public.tok, false)")
 	if err == nil {
 		t.Errorf("hand-over with a domain-typed constant (its CHECK writes) under the stale token 41 was not refused")
+	}
+	e.wantUntouched(t)
+}
+
+// TestTransactionOnlySetWithAParameterOfAUsersTypeKeepsTheSessionChecked:
+// a Parse that declares a parameter of a user's domain runs the domain's
+// CHECK at every Bind, even where the text never uses the parameter; this
+// one leaves the stale token 41 for the session. The statement's text sets
+// the token for its transaction only, but what the Bind ran is not in the
+// text: the next write is still checked, and refused.
+func TestTransactionOnlySetWithAParameterOfAUsersTypeKeepsTheSessionChecked(t *testing.T) {
+	e := staleEnv(t)
+	harnessExec(t, e.direct(),
+		`CREATE FUNCTION public.leak(text) RETURNS boolean LANGUAGE sql AS $$
+		   SELECT pg_catalog.set_config('lock.fencing_token', '41', false) IS NOT NULL
+		      AND pg_catalog.set_config('lock.resource', 'acct/1', false) IS NOT NULL $$`,
+		`CREATE DOMAIN public.dtext AS text CHECK (public.leak(VALUE))`)
+	c := rawConnect(t, e.viaProxy())
+	res := c.ExecParams(t.Context(), "SELECT 'public.dtext'::regtype::oid", nil, nil, nil, nil).Read()
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	oid, err := strconv.ParseUint(string(res.Rows[0][0]), 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.ExecParams(t.Context(), "SELECT pg_catalog.set_config('lock.fencing_token', '100', true)",
+		[][]byte{[]byte("x")}, []uint32{uint32(oid)}, nil, nil).Read()
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if err := rawExec(t, c, "UPDATE accounts SET balance = 1 WHERE id = 1"); err == nil {
+		t.Errorf("write under the stale token 41 the domain's CHECK left for the session was not refused")
 	}
 	e.wantUntouched(t)
 }

@@ -23,7 +23,7 @@ func (s *Session) refuseExtended(r refusal) Decision {
 
 // parse records an extended-protocol statement; it exists for the gate once
 // the server confirms it with ParseComplete.
-func (s *Session) parse(name, sql, server string, paramTypes []uint32) Decision {
+func (s *Session) parse(name, sql, server string, paramTypes []uint32, userTyped bool) Decision {
 	if reserved(name) {
 		return s.refuseExtended(refReserved)
 	}
@@ -46,6 +46,7 @@ func (s *Session) parse(name, sql, server string, paramTypes []uint32) Decision 
 	if s.cfg.Pooled {
 		p.typedParams = typedParams(paramTypes)
 	}
+	p.userTyped = userTyped
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, op: op, hasOp: true})
@@ -134,6 +135,10 @@ func typedParams(types []uint32) uint64 {
 
 // oidText is the OID of PostgreSQL's text type.
 const oidText = 25
+
+// FirstUserOID is PostgreSQL's FirstNormalObjectId: types with lower OIDs
+// come with the server (initdb made them), higher ones are users'.
+const FirstUserOID = 16384
 
 // nonNullArgs reads a Bind's body after its names and returns which of the
 // first 64 parameters are not NULL (bit n-1 for $n); ok false when the
@@ -373,7 +378,10 @@ func (s *Session) execute(portal string) Decision {
 		s.execArgs, s.execArgsKnown = s.unit.fenceArgs.get(portal)
 		s.poolAlone = !s.unit.ran && s.poolIdle()
 		s.readUnsure = p.lexUnseen && lexRisky(p.text)
-		before = s.inject(s.decide(st, s.runs(st), true))
+		// A parameter of a user's type runs the user's code at Bind (its
+		// domain's CHECK, its input function, a cast to the type the
+		// statement wants), which the text does not show.
+		before = s.inject(s.decide(st, s.runs(st), !p.userTyped))
 		if s.readUnsure {
 			s.maySetToken() // see lexUnseen
 		}

@@ -35,6 +35,9 @@ type prepared struct {
 	// typedParams: under Config.Pooled, the parameters (bit n-1 for $n)
 	// its Parse gave a type other than text or none (see Msg.ParamTypes).
 	typedParams uint64
+	// userTyped: its Parse gave a parameter a type of a user's
+	// (Msg.UserTyped), whose code runs at every Bind.
+	userTyped bool
 
 	// named: prepared by a Parse with a name, which SQL can redefine (a
 	// function's EXECUTE 'DEALLOCATE s' and 'PREPARE s AS …'); the

@@ -38,6 +38,9 @@ type Msg struct {
 	// ParamTypes, for a Parse under Config.Pooled (the only mode that
 	// reads them): the parameter types it names (OIDs; 0 for none).
 	ParamTypes []uint32
+	// UserTyped, for a Parse: it names a parameter type of a user's (OID
+	// FirstUserOID or higher), whose code runs at every Bind.
+	UserTyped bool
 	// Args, for a Bind under Config.Pooled: its body after the two names
 	// (parameter formats, parameters, result formats) when pgwire holds
 	// it whole, else nil; valid only during the call.
@@ -349,7 +352,7 @@ func (s *Session) client(m *Msg) Decision {
 	case 'Q':
 		return s.query(m.Text)
 	case 'P':
-		return s.parse(m.Name, m.Text, m.Server, m.ParamTypes)
+		return s.parse(m.Name, m.Text, m.Server, m.ParamTypes, m.UserTyped)
 	case 'B':
 		return s.bind(m.Portal, m.Name, m.Args)
 	case 'E':

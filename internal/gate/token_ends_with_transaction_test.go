@@ -196,6 +196,39 @@ func TestParameterOfAnUnknownTypeKeepsLaterOnesChecked(t *testing.T) {
 	}
 }
 
+func TestParameterOfAUsersTypeKeepsLaterOnesChecked(t *testing.T) {
+	// A Bind runs code of a parameter's type: a user's domain's CHECK, its
+	// input function, a cast to the type the statement wants, all of which
+	// may set the token for the session; the text does not show them. Also
+	// for a parameter the text never uses, or one of another setting.
+	const userType = 16400
+	cases := map[string]string{
+		"value of another setting":        "SELECT pg_catalog.set_config('lock.fencing_token', '5', true), pg_catalog.set_config('application_name', $1, true)",
+		"parameter the text does not use": "SELECT pg_catalog.set_config('lock.fencing_token', '5', true)",
+	}
+	for mode, start := range tokenScopeWires(t) {
+		for name, text := range cases {
+			p := parse("", text)
+			p.ParamTypes, p.UserTyped = []uint32{userType}, true
+			b := bind("", "")
+			b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 1, 'a', 0, 0}
+			got := afterUnits(start(), []answeredUnit{{msgs: []Msg{p, b, exec(""), syncMsg()}, replies: "12DCZ", status: 'I'}})
+			if lastCheck(got) == "none" {
+				t.Errorf("%s, %s: the next write goes unchecked: %s", mode, name, got)
+			}
+		}
+	}
+	// A type that comes with the server runs no user's code: pgjdbc's
+	// varchar for a value of another setting ends with its transaction.
+	p := parse("", cases["value of another setting"])
+	p.ParamTypes = []uint32{1043}
+	b := bind("", "")
+	b.Args = []byte{0, 0, 0, 1, 0, 0, 0, 1, 'a', 0, 0}
+	if got := afterUnits(newWire(t, nil, false), []answeredUnit{{msgs: []Msg{p, b, exec(""), syncMsg()}, replies: "12DCZ", status: 'I'}}); lastCheck(got) != "none" {
+		t.Errorf("varchar parameter: the next write is checked: %s", got)
+	}
+}
+
 func TestPooledParameterOfSetConfigEndsWithItsTransaction(t *testing.T) {
 	// Under transaction pool mode the proxy reads the Parse's parameter
 	// types (none given: text) and the Bind's values.

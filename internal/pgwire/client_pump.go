@@ -258,6 +258,12 @@ func decodeParse(body []byte, m *gate.Msg, types bool) bool {
 		return false
 	}
 	m.Name, m.Text = name, text
+	for i := range k {
+		if binary.BigEndian.Uint32(rest[4*i:]) >= gate.FirstUserOID {
+			m.UserTyped = true
+			break
+		}
+	}
 	if types && k > 0 {
 		m.ParamTypes = make([]uint32, k)
 		for i := range m.ParamTypes {
