@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -174,5 +176,33 @@ func TestSuspendedPortalRefusedAfterStaleSet(t *testing.T) {
 	}
 	if got := invoices(t, e); got != "" {
 		t.Errorf("invoices %q: the aborted transaction's rows landed", got)
+	}
+}
+
+// TestCursorDeclaredBeforeTheTokenIsRefused: a cursor reads the snapshot
+// its DECLARE took. Declared before the transaction set its token, its
+// FETCH is checked after that snapshot: the check waits for the previous
+// holder (token 100) and passes, and under READ COMMITTED the cursor would
+// still return the balance from before that holder's commit. The FETCH is
+// refused instead (0A000), and a stale token there is refused as stale
+// (55Z01) first.
+func TestCursorDeclaredBeforeTheTokenIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		token string
+		code  string
+	}{{"101", "0A000"}, {"99", "55Z01"}} {
+		t.Run(tc.token, func(t *testing.T) {
+			e := staleEnv(t) // mark of acct/1 is 100
+			a := rawConnect(t, e.viaProxy())
+			rawSetup(t, a, "BEGIN", "DECLARE c CURSOR FOR SELECT balance FROM accounts WHERE id = 1")
+			b := rawConnect(t, e.viaProxy()) // the holder of token 100 writes and commits
+			rawSetup(t, b, "/* fencing_token=100 resource=acct/1 */ UPDATE accounts SET balance = 7 WHERE id = 1")
+			rawSetup(t, a, "SET LOCAL lock.fencing_token = "+tc.token, "SET LOCAL lock.resource = 'acct/1'")
+			r, err := a.Exec(t.Context(), "FETCH c").ReadAll()
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != tc.code {
+				t.Fatalf("FETCH of the cursor declared before the token %s: %v (rows %v), want %s", tc.token, err, r, tc.code)
+			}
+		})
 	}
 }

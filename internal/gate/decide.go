@@ -36,6 +36,10 @@ var (
 		message: "fenceproxy: a statement that changes lock.fencing_token or lock.resource cannot also write",
 		detail:  "Its write would not be checked with the new value.",
 		hint:    "Set them in a statement of their own."}
+	refSnapshotStale = refusal{code: codeCannotFence,
+		message: "fenceproxy: cannot fence a cursor or portal made before the fencing settings changed",
+		detail:  "It reads the snapshot taken when it was declared or bound, before the check of the fencing token now in force, and may miss what the previous holder of the lock committed.",
+		hint:    "Set lock.fencing_token and lock.resource before you declare the cursor or bind the portal."}
 	refLexChanged = refusal{code: codeCannotFence,
 		message: "fenceproxy: cannot fence this text: the settings the server reads it under are changing",
 		detail:  "standard_conforming_strings or client_encoding changed earlier in this extended-protocol sequence, or the statement was prepared while they were changing, under other values than now or (transaction pool mode, where it is prepared again on each server connection under the values of the day) before they last changed, and the text holds a backslash or a non-ASCII byte the server may read differently.",
@@ -258,6 +262,9 @@ type action struct {
 	extra  []fencestore.CheckArgs // actCheck: one more check per resource of the tables written
 	refuse refusal
 	guard  uint8 // actCheck: the settings the first check refuses to read (see Session.guardBits)
+	// after: actCheck: a refusal raised once the checks have passed (a
+	// stale token is refused as such first).
+	after *refusal
 }
 
 // checks returns the checks of an actCheck, in order; none otherwise.
@@ -284,6 +291,13 @@ func raiseR(r refusal) action { return action{kind: actRaise, refuse: r} }
 // have redefined (see after).
 func (s *Session) decide(st, run *Statement, own bool) action {
 	a := s.decideOne(st, run)
+	if a.kind != actRaise && s.readsStaleSnapshot(st) {
+		if a.kind == actCheck {
+			a.after = &refSnapshotStale
+		} else {
+			a = raiseR(refSnapshotStale)
+		}
+	}
 	if a.kind == actCheck {
 		s.checkSent = true
 		s.unit.checked = true
@@ -331,6 +345,21 @@ func (s *Session) decide(st, run *Statement, own bool) action {
 		s.unit.copyIn = true
 	}
 	return a
+}
+
+// readsStaleSnapshot reports whether st reads a portal or cursor made
+// before the fencing settings last changed (prepared.snapStale) where
+// fencing is possible: a FETCH or MOVE of such a cursor, or the Execute of
+// such a portal (Session.execStale).
+func (s *Session) readsStaleSnapshot(st *Statement) bool {
+	if !s.fencingPossible() {
+		return false
+	}
+	if st.Registry == RegFetch {
+		p, found, _ := s.reg.lookup(regKey{portal: true, name: st.Name})
+		return found && p.snapStale
+	}
+	return s.execStale
 }
 
 func keyOf(a fencestore.CheckArgs, extra []fencestore.CheckArgs) checkKey {
@@ -714,6 +743,8 @@ func (s *Session) after(st *Statement, own bool) {
 		}
 	}
 	if st.SetsFenceSetting {
+		s.fenceSets++
+		s.reg.staleSnapshots(s.fenceSets)
 		if st.FenceReset != 0 {
 			// RESET, SET … TO DEFAULT: the session may hold no token
 			// after it; a probe says so (see maySetToken).
@@ -865,6 +896,10 @@ func appendAction(dst []byte, a action) []byte {
 	for _, e := range a.extra {
 		dst = append(dst, "; "...)
 		dst = fencestore.AppendLiteralCall(dst, e)
+	}
+	if a.after != nil {
+		dst = append(dst, "; "...)
+		dst = a.after.append(dst)
 	}
 	return dst
 }

@@ -88,7 +88,7 @@ func (s *Session) bind(portal, stmt string, args []byte) Decision {
 	if wait {
 		return Decision{Wait: true}
 	}
-	op := regOp{key: regKey{portal: true, name: portal}, val: p}
+	op := regOp{key: regKey{portal: true, name: portal}, val: p, gen: s.fenceSets}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotBind, op: op, hasOp: true})
 	s.unit.bound.set(portal, true)
@@ -356,11 +356,11 @@ func (s *Session) execute(portal string) Decision {
 		return Decision{Wait: true}
 	}
 	first, here := s.unit.bound.get(portal)
-	s.rerun = !first
+	s.rerun, s.execStale = !first, p.snapStale
 	if here {
 		s.unit.bound.set(portal, false)
 	}
-	defer func() { s.rerun = false }()
+	defer func() { s.rerun, s.execStale = false, false }()
 	var before []pgproto3.FrontendMessage
 	var ops []regOp
 	switch {
@@ -540,6 +540,9 @@ func (s *Session) inject(act action) []pgproto3.FrontendMessage {
 				continue
 			}
 			msgs = append(msgs, s.injectCheck(c)...)
+		}
+		if act.after != nil {
+			msgs = append(msgs, s.injectRaise(act.after.sql())...)
 		}
 		return msgs
 	case actRaise:

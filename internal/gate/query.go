@@ -183,6 +183,10 @@ func (s *Session) rewrite(sql string, a *Analysis, sl *slot) []byte {
 			sl.injected = append(sl.injected, injCheck)
 			sl.effects = append(sl.effects, nil)
 		}
+		if act.after != nil {
+			sl.injected = append(sl.injected, injRaise)
+			sl.effects = append(sl.effects, nil)
+		}
 		sl.injected = append(sl.injected, injNone)
 		sl.effects = append(sl.effects, ops)
 	}
@@ -313,7 +317,7 @@ func (s *Session) statementOps(st *Statement) []regOp {
 		// writes, set_config calls), not the DECLARE's name.
 		cur := *st
 		cur.Name, cur.Registry = "", RegNone
-		ops = []regOp{{key: regKey{portal: true, name: st.Name}, val: &prepared{st: &cur, hold: st.Hold}}}
+		ops = []regOp{{key: regKey{portal: true, name: st.Name}, val: &prepared{st: &cur, hold: st.Hold}, gen: s.fenceSets}}
 	case RegCloseCursor:
 		ops = []regOp{{key: regKey{portal: true, name: st.Name}}}
 	case RegCloseAllCursors:

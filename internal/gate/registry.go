@@ -28,6 +28,10 @@ type prepared struct {
 
 	// hold: a cursor declared WITH HOLD, which outlives its transaction.
 	hold bool
+	// snapStale: a portal or cursor made before the client last set the
+	// fencing settings: its snapshot may be older than the check of the
+	// transaction it is read in (see registry.staleSnapshots).
+	snapStale bool
 
 	// server: under Config.Pooled, the name pgwire gave the statement on
 	// the server (Msg.Server of its Parse).
@@ -80,6 +84,7 @@ type regOp struct {
 	val        *prepared
 	allStmts   bool
 	allPortals bool
+	gen        uint64 // a portal's: Session.fenceSets when it was sent
 }
 
 // registry holds the prepared statements and portals the server confirmed
@@ -98,6 +103,8 @@ type registry struct {
 
 	unit    [2]names[*prepared] // changes made by the current unit
 	unitAll [2]bool             // the current unit removed all statements / portals
+
+	snapGen uint64 // Session.fenceSets at the last staleSnapshots
 }
 
 // lookup returns what k names when the server reaches the current message:
@@ -168,6 +175,8 @@ func (r *registry) settle(op regOp, applied bool) {
 	}
 	if op.val == nil {
 		r.confirmed[kind].del(name)
+	} else if op.key.portal && op.gen != r.snapGen && !op.val.snapStale {
+		r.confirmed[kind].set(name, staleCopy(op.val)) // made before a change it did not see
 	} else {
 		r.confirmed[kind].set(name, op.val)
 	}
@@ -186,6 +195,34 @@ func (r *registry) distrust() {
 			}
 		}
 	}
+}
+
+// staleSnapshots marks every portal and cursor known so far, and those whose
+// Bind or DECLARE is in flight, as made before the client set the fencing
+// settings (snapStale): a portal's snapshot is taken when it is made (Bind,
+// DECLARE), so a check in front of its Execute or FETCH, under settings set
+// after it, comes after the snapshot it reads, which may miss what the
+// previous holder of the lock committed (READ COMMITTED). gen is the
+// Session.fenceSets of the statement that set them. (Code the proxy cannot
+// see may set them too; a cursor read after such code is not refused: code
+// runs in most transactions, any function call, and refusing the cursors
+// read after it would refuse ordinary use.)
+func (r *registry) staleSnapshots(gen uint64) {
+	r.snapGen = gen
+	for _, m := range []*names[*prepared]{&r.confirmed[1], &r.unit[1]} {
+		for k, p := range m.all {
+			if p != nil && !p.snapStale {
+				m.set(k, staleCopy(p))
+			}
+		}
+	}
+}
+
+// staleCopy returns a copy of p marked snapStale.
+func staleCopy(p *prepared) *prepared {
+	c := *p
+	c.snapStale = true
+	return &c
 }
 
 // endUnit forgets the current unit's view.

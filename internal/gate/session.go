@@ -196,6 +196,13 @@ type Session struct {
 	// run before (see unitState.bound): it sets nothing for the
 	// transaction the proxy may trust.
 	rerun bool
+	// execStale: the statement being decided runs from a portal made
+	// before the fencing settings last changed (prepared.snapStale); set
+	// only around decide.
+	execStale bool
+	// fenceSets counts the client's statements that set or reset the
+	// fencing settings (see registry.staleSnapshots).
+	fenceSets uint64
 	// byName: the statement being decided runs from a name SQL can
 	// redefine (see Session.replaceable); set only around decide.
 	byName bool
