@@ -22,25 +22,27 @@ func checked(upstream string) bool {
 	return strings.Contains(upstream, "~check") || strings.Contains(upstream, "CALL fence.check")
 }
 
-func TestCursorDeclaredBeforeTheTokenIsRefused(t *testing.T) {
+// inBlock sends each Query in a transaction block with no token yet, each
+// answered CZ.
+func inBlock(t *testing.T, queries ...string) *wire {
+	t.Helper()
 	w := newWire(t, nil, false)
-	w.send(q("BEGIN"))
-	w.replies("CZ", 'T')
-	w.send(q("DECLARE c CURSOR FOR SELECT balance FROM accounts"))
-	w.replies("CZ", 'T')
-	w.send(q("SET LOCAL lock.fencing_token = 101"))
-	w.replies("CZ", 'T')
+	for _, text := range append([]string{"BEGIN"}, queries...) {
+		w.send(q(text))
+		w.replies("CZ", 'T')
+	}
+	return w
+}
+
+func TestCursorDeclaredBeforeTheTokenIsRefused(t *testing.T) {
+	w := inBlock(t, "DECLARE c CURSOR FOR SELECT balance FROM accounts", "SET LOCAL lock.fencing_token = 101")
 	if got := w.send(q("FETCH c")); !raised(got) {
 		t.Fatalf("FETCH of a cursor declared before the token: %s, want refused", got)
 	}
 }
 
 func TestCursorDeclaredAfterTheTokenIsChecked(t *testing.T) {
-	w := newWire(t, nil, false)
-	w.send(q("BEGIN"))
-	w.replies("CZ", 'T')
-	w.send(q("SET LOCAL lock.fencing_token = 101"))
-	w.replies("CZ", 'T')
+	w := inBlock(t, "SET LOCAL lock.fencing_token = 101")
 	if got := w.send(q("DECLARE c CURSOR FOR SELECT balance FROM accounts")); !checked(got) {
 		t.Fatalf("DECLARE after the token: %s, want checked", got)
 	}
@@ -51,9 +53,7 @@ func TestCursorDeclaredAfterTheTokenIsChecked(t *testing.T) {
 }
 
 func TestPortalBoundBeforeTheTokenIsRefused(t *testing.T) {
-	w := newWire(t, nil, false)
-	w.send(q("BEGIN"))
-	w.replies("CZ", 'T')
+	w := inBlock(t)
 	w.send(parse("s", "SELECT balance FROM accounts"))
 	w.send(bind("p", "s"))
 	w.send(syncMsg())
