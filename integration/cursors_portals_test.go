@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -188,17 +189,23 @@ func TestSuspendedPortalRefusedAfterStaleSet(t *testing.T) {
 // (55Z01) first.
 func TestCursorDeclaredBeforeTheTokenIsRefused(t *testing.T) {
 	for _, tc := range []struct {
-		token string
-		code  string
-	}{{"101", "0A000"}, {"99", "55Z01"}} {
-		t.Run(tc.token, func(t *testing.T) {
+		token   string
+		comment bool // the FETCH's comment carries the token, not SET LOCAL
+		code    string
+	}{{"101", false, "0A000"}, {"99", false, "55Z01"}, {"101", true, "0A000"}} {
+		t.Run(fmt.Sprintf("%s/comment=%v", tc.token, tc.comment), func(t *testing.T) {
 			e := staleEnv(t) // mark of acct/1 is 100
 			a := rawConnect(t, e.viaProxy())
 			rawSetup(t, a, "BEGIN", "DECLARE c CURSOR FOR SELECT balance FROM accounts WHERE id = 1")
 			b := rawConnect(t, e.viaProxy()) // the holder of token 100 writes and commits
 			rawSetup(t, b, "/* fencing_token=100 resource=acct/1 */ UPDATE accounts SET balance = 7 WHERE id = 1")
-			rawSetup(t, a, "SET LOCAL lock.fencing_token = "+tc.token, "SET LOCAL lock.resource = 'acct/1'")
-			r, err := a.Exec(t.Context(), "FETCH c").ReadAll()
+			fetch := "FETCH c"
+			if tc.comment {
+				fetch = "/* fencing_token=" + tc.token + " resource=acct/1 */ FETCH c"
+			} else {
+				rawSetup(t, a, "SET LOCAL lock.fencing_token = "+tc.token, "SET LOCAL lock.resource = 'acct/1'")
+			}
+			r, err := a.Exec(t.Context(), fetch).ReadAll()
 			var pe *pgconn.PgError
 			if !errors.As(err, &pe) || pe.Code != tc.code {
 				t.Fatalf("FETCH of the cursor declared before the token %s: %v (rows %v), want %s", tc.token, err, r, tc.code)

@@ -348,18 +348,24 @@ func (s *Session) decide(st, run *Statement, own bool) action {
 }
 
 // readsStaleSnapshot reports whether st reads a portal or cursor made
-// before the fencing settings last changed (prepared.snapStale) where
-// fencing is possible: a FETCH or MOVE of such a cursor, or the Execute of
-// such a portal (Session.execStale).
+// before the fencing settings it is checked under: one made before the
+// client last set them (prepared.snapStale), where fencing is possible (a
+// FETCH or MOVE of such a cursor, the Execute of such a portal:
+// Session.execStale), or a FETCH or MOVE whose comment carries a token the
+// cursor's own text did not.
 func (s *Session) readsStaleSnapshot(st *Statement) bool {
-	if !s.fencingPossible() {
+	dir := st.Directives.Token != 0
+	if !dir && !s.fencingPossible() {
 		return false
 	}
-	if st.Registry == RegFetch {
-		p, found, _ := s.reg.lookup(regKey{portal: true, name: st.Name})
-		return found && p.snapStale
+	if st.Registry != RegFetch {
+		return s.execStale
 	}
-	return s.execStale
+	p, found, _ := s.reg.lookup(regKey{portal: true, name: st.Name})
+	if !found {
+		return false
+	}
+	return p.snapStale || dir && p.directives() != st.Directives
 }
 
 func keyOf(a fencestore.CheckArgs, extra []fencestore.CheckArgs) checkKey {

@@ -191,7 +191,9 @@ func (s *Session) fenceArgsSet(st *Statement) bool {
 // what the statement does to the session, wait for the Execute, which
 // finds this check already done.
 func (s *Session) checkAtBind(p *prepared, byName bool) (before []pgproto3.FrontendMessage, wait bool) {
-	if p.unknown || !s.fencingPossible() {
+	// A comment's token is checked at the Bind too: the Bind takes the
+	// portal's snapshot, which a check in front of the Execute would follow.
+	if p.unknown || !s.fencingPossible() && !p.mayCarryToken() {
 		return nil, false
 	}
 	st, an := s.resolve(p)

@@ -218,6 +218,24 @@ func (r *registry) staleSnapshots(gen uint64) {
 	}
 }
 
+// directives returns the directives of the text p runs (none when it
+// cannot be read): a cursor's DECLARE, a portal's Parse.
+func (p *prepared) directives() Directives {
+	if p.st != nil {
+		return p.st.Directives
+	}
+	d, _ := ParseDirectives(p.text)
+	return d
+}
+
+// mayCarryToken reports whether the text p runs may carry a directive.
+func (p *prepared) mayCarryToken() bool {
+	if p.st != nil {
+		return p.st.Directives.Token != 0
+	}
+	return mayHaveDirectives(p.text)
+}
+
 // staleCopy returns a copy of p marked snapStale.
 func staleCopy(p *prepared) *prepared {
 	c := *p

@@ -75,3 +75,37 @@ func TestPortalBoundAfterTheTokenInOnePipelineIsChecked(t *testing.T) {
 		t.Fatalf("set_config, then UPDATE: %s, want the UPDATE checked", got)
 	}
 }
+
+func TestCursorReadWithACommentTokenItWasNotDeclaredWithIsRefused(t *testing.T) {
+	w := inBlock(t, "DECLARE c CURSOR FOR SELECT balance FROM accounts")
+	if got := w.send(q("/* fencing_token=101 resource=acct/1 */ FETCH c")); !raised(got) {
+		t.Errorf("FETCH with a comment token of a cursor declared without it: %s, want refused", got)
+	}
+	w = inBlock(t, "DECLARE c CURSOR FOR SELECT balance FROM accounts")
+	got := w.send(parse("", "/* fencing_token=101 resource=acct/1 */ FETCH c")) + w.send(bind("", "")) + w.send(exec("")) + w.send(syncMsg())
+	if !raised(got) {
+		t.Errorf("extended FETCH with a comment token of a cursor declared without it: %s, want refused", got)
+	}
+	// Declared under the same comment token: checked at its DECLARE, read as usual.
+	w = inBlock(t)
+	if got := w.send(q("/* fencing_token=101 resource=acct/1 */ DECLARE c CURSOR FOR SELECT balance FROM accounts")); !checked(got) {
+		t.Fatalf("DECLARE with a comment token: %s, want checked", got)
+	}
+	w.replies("CCZ", 'T')
+	if got := w.send(q("/* fencing_token=101 resource=acct/1 */ FETCH c")); raised(got) {
+		t.Errorf("FETCH with the DECLARE's comment token: %s", got)
+	}
+}
+
+func TestStatementWithACommentTokenIsCheckedBeforeItsBind(t *testing.T) {
+	// The Bind takes the portal's snapshot: the check goes before it, not
+	// before the Execute only.
+	w := newWire(t, nil, false)
+	w.send(parse("", "/* fencing_token=101 resource=acct/1 */ SELECT balance FROM accounts"))
+	if got := w.send(bind("", "")); !checked(got) {
+		t.Fatalf("Bind of a statement with a comment token: %s, want a check in front", got)
+	}
+	if got := w.send(exec("")); checked(got) || raised(got) {
+		t.Errorf("Execute after the Bind's check: %s", got)
+	}
+}
