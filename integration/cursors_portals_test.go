@@ -121,7 +121,8 @@ func TestSQLFetchOfProtocolWritePortalIsGuarded(t *testing.T) {
 
 // TestSQLMoveOfStaleCommentTokenPortalIsChecked: SQL MOVE of a protocol
 // portal bound to an UPDATE with a stale comment token is checked: nothing
-// lands.
+// lands. (The check goes before the Bind, which takes the portal's
+// snapshot, and refuses it there.)
 //
 // The same with a comment token: the stale holder's UPDATE carries
 // fencing_token=41, is bound as a portal and run by SQL FETCH: no check at
@@ -134,8 +135,10 @@ func TestSQLMoveOfStaleCommentTokenPortalIsChecked(t *testing.T) {
 	conn.send(&pgproto3.Bind{DestinationPortal: "p", PreparedStatement: "s"})
 	conn.send(&pgproto3.Sync{})
 	conn.flush()
-	if codes, _, to := conn.readyCount(2, 10*time.Second); to || len(codes) > 0 {
-		t.Fatalf("setup: codes %v, timed out %v", codes, to)
+	// The Bind takes the portal's snapshot: the comment's token is
+	// checked before it, and refused there.
+	if codes, _, to := conn.readyCount(2, 10*time.Second); to || len(codes) != 1 || codes[0] != "55Z01" {
+		t.Fatalf("setup: codes %v, timed out %v; want the Bind's check refused (55Z01)", codes, to)
 	}
 	conn.send(&pgproto3.Query{String: "MOVE ALL IN p"})
 	conn.send(&pgproto3.Query{String: "COMMIT"})
