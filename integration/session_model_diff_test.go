@@ -1256,6 +1256,14 @@ var smRegressions = []struct {
 	name string
 	seq  smSeq
 }{
+	// SQL EXECUTE of an empty statement prepared by Parse runs nothing:
+	// the server answers EXECUTE, where the proxy refused it as unknown
+	// (its text holds no statement to analyse).
+	{"EXECUTE of an empty statement", smSeq{token: true, steps: []smStep{
+		{smQ("SET lock.fencing_token = 200")},
+		{smParse("s2", ""), smSync},
+		{smQ("EXECUTE s2")},
+	}}},
 	// The known bugs the fuzzer was written to find: a second FETCH from
 	// a cursor refused in a session with no token (a probe of the token
 	// is in flight when it arrives), the proxy's probe statement left in

@@ -295,7 +295,10 @@ func (s *Session) analyzeStatement(p *prepared) *Statement {
 		return nil
 	}
 	a, err := s.cfg.Analyzer.Analyze(text)
-	if err != nil || len(a.Statements) != 1 {
+	switch {
+	case err == nil && len(a.Statements) == 0:
+		return &Statement{} // empty, or only comments: runs nothing
+	case err != nil || len(a.Statements) != 1:
 		return nil
 	}
 	return &a.Statements[0]
