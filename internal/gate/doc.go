@@ -41,7 +41,13 @@
 // transaction only (SET LOCAL, pg_catalog.set_config(…, true), run from
 // the statement's own text) in a session known to hold none stops counting
 // once that transaction has ended and every unit is answered
-// (Session.maybeTxnOnly). Gate refuses nothing by
+// (Session.maybeTxnOnly), unless its Parse typed a parameter with a
+// user's type, whose code runs at Bind. A cursor or portal reads the
+// snapshot its DECLARE or Bind took: one made before the client set the
+// fencing settings, or read under a comment token its DECLARE lacked, is
+// refused after its check (registry.staleSnapshots, action.after); a
+// statement whose comment carries a token is checked before its Bind.
+// Gate refuses nothing by
 // itself: a refusal it decides (a malformed comment token, a write to schema
 // fence, a token on a statement that cannot run in a transaction block) is
 // injected as a statement that makes the server raise the error, so the
@@ -76,7 +82,10 @@
 // session ([Tracked]: startup options, a SET alone in its unit, confirmed
 // by the server; RESET goes back to the startup value, as the server's
 // does) and passed to the check as values, and what needs session
-// state a pool cannot keep per client is refused with 0A000.
+// state a pool cannot keep per client is refused with 0A000. A statement
+// pgwire may prepare again on another connection, under the lexing
+// settings of that lending, is read as unsure once they have changed since
+// its Parse (Session.unsureLex).
 //
 // Statement analysis is the pure bottom layer: [Analyze] parses a Query
 // string with pg_query (PostgreSQL's own parser, compiled in through cgo),
