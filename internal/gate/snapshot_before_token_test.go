@@ -41,15 +41,21 @@ func TestCursorDeclaredBeforeTheTokenIsRefused(t *testing.T) {
 	}
 }
 
-func TestCursorDeclaredAfterTheTokenIsChecked(t *testing.T) {
-	w := inBlock(t, "SET LOCAL lock.fencing_token = 101")
-	if got := w.send(q("DECLARE c CURSOR FOR SELECT balance FROM accounts")); !checked(got) {
-		t.Fatalf("DECLARE after the token: %s, want checked", got)
+// declareAndRead sends declare, which must be checked, then fetch, which
+// must not be refused.
+func declareAndRead(t *testing.T, w *wire, declare, fetch string) {
+	t.Helper()
+	if got := w.send(q(declare)); !checked(got) {
+		t.Fatalf("%s: %s, want checked", declare, got)
 	}
 	w.replies("CCZ", 'T')
-	if got := w.send(q("FETCH c")); raised(got) {
-		t.Fatalf("FETCH of a cursor declared after the token: %s", got)
+	if got := w.send(q(fetch)); raised(got) {
+		t.Errorf("%s after %s: %s", fetch, declare, got)
 	}
+}
+
+func TestCursorDeclaredAfterTheTokenIsChecked(t *testing.T) {
+	declareAndRead(t, inBlock(t, "SET LOCAL lock.fencing_token = 101"), "DECLARE c CURSOR FOR SELECT balance FROM accounts", "FETCH c")
 }
 
 func TestPortalBoundBeforeTheTokenIsRefused(t *testing.T) {
@@ -87,14 +93,8 @@ func TestCursorReadWithACommentTokenItWasNotDeclaredWithIsRefused(t *testing.T) 
 		t.Errorf("extended FETCH with a comment token of a cursor declared without it: %s, want refused", got)
 	}
 	// Declared under the same comment token: checked at its DECLARE, read as usual.
-	w = inBlock(t)
-	if got := w.send(q("/* fencing_token=101 resource=acct/1 */ DECLARE c CURSOR FOR SELECT balance FROM accounts")); !checked(got) {
-		t.Fatalf("DECLARE with a comment token: %s, want checked", got)
-	}
-	w.replies("CCZ", 'T')
-	if got := w.send(q("/* fencing_token=101 resource=acct/1 */ FETCH c")); raised(got) {
-		t.Errorf("FETCH with the DECLARE's comment token: %s", got)
-	}
+	declareAndRead(t, inBlock(t), "/* fencing_token=101 resource=acct/1 */ DECLARE c CURSOR FOR SELECT balance FROM accounts",
+		"/* fencing_token=101 resource=acct/1 */ FETCH c")
 }
 
 func TestStatementWithACommentTokenIsCheckedBeforeItsBind(t *testing.T) {
