@@ -42,11 +42,11 @@ func (s *Session) parse(name, sql, server string, paramTypes []uint32, userTyped
 	s.extended()
 	// The server lexes the text now, under the settings in force when it
 	// reaches it: record them for the Execute that analyses it.
-	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, lexChanges: s.lexChanges, named: name != "", server: server}
+	p := &prepared{text: sql, lex: s.settings, lexUnsure: s.lexPending > 0 || s.unit.lexing, lexUnseen: unseen, lexChanges: s.lexChanges,
+		userTyped: userTyped, named: name != "", server: server}
 	if s.cfg.Pooled {
 		p.typedParams = typedParams(paramTypes)
 	}
-	p.userTyped = userTyped
 	op := regOp{key: regKey{name: name}, val: p}
 	s.reg.send(op)
 	s.slots.push(slot{kind: slotParse, op: op, hasOp: true})

@@ -175,7 +175,7 @@ func (r *registry) settle(op regOp, applied bool) {
 	}
 	if op.val == nil {
 		r.confirmed[kind].del(name)
-	} else if op.key.portal && op.gen != r.snapGen && !op.val.snapStale {
+	} else if op.key.portal && op.gen != r.snapGen {
 		r.confirmed[kind].set(name, staleCopy(op.val)) // made before a change it did not see
 	} else {
 		r.confirmed[kind].set(name, op.val)
@@ -186,12 +186,27 @@ func (r *registry) settle(op regOp, applied bool) {
 // the proxy could not see ran and may have deallocated and prepared them
 // again, or declared cursors, under the same names.
 func (r *registry) distrust() {
-	for _, m := range []*names[*prepared]{&r.confirmed[0], &r.confirmed[1], &r.unit[0], &r.unit[1]} {
+	replaceEach([]*names[*prepared]{&r.confirmed[0], &r.confirmed[1], &r.unit[0], &r.unit[1]}, func(p *prepared) *prepared {
+		if p.opaque {
+			return p
+		}
+		c := *p
+		c.opaque = true
+		return &c
+	})
+}
+
+// replaceEach puts f(p) in place of each entry p of maps. An entry may be
+// shared (a portal's with its statement's, the unit's view with the
+// confirmed one), so a change is a copy, never made in place.
+func replaceEach(maps []*names[*prepared], f func(*prepared) *prepared) {
+	for _, m := range maps {
 		for k, p := range m.all {
-			if p != nil && !p.opaque {
-				c := *p
-				c.opaque = true
-				m.set(k, &c)
+			if p == nil {
+				continue
+			}
+			if q := f(p); q != p {
+				m.set(k, q)
 			}
 		}
 	}
@@ -209,13 +224,7 @@ func (r *registry) distrust() {
 // read after it would refuse ordinary use.)
 func (r *registry) staleSnapshots(gen uint64) {
 	r.snapGen = gen
-	for _, m := range []*names[*prepared]{&r.confirmed[1], &r.unit[1]} {
-		for k, p := range m.all {
-			if p != nil && !p.snapStale {
-				m.set(k, staleCopy(p))
-			}
-		}
-	}
+	replaceEach([]*names[*prepared]{&r.confirmed[1], &r.unit[1]}, staleCopy)
 }
 
 // directives returns the directives of the text p runs (none when it
@@ -236,8 +245,11 @@ func (p *prepared) mayCarryToken() bool {
 	return mayHaveDirectives(p.text)
 }
 
-// staleCopy returns a copy of p marked snapStale.
+// staleCopy returns p marked snapStale: p itself when it is, else a copy.
 func staleCopy(p *prepared) *prepared {
+	if p.snapStale {
+		return p
+	}
 	c := *p
 	c.snapStale = true
 	return &c

@@ -239,8 +239,9 @@ func decodeClient(typ byte, body []byte, pooled bool) (gate.Msg, error) {
 	return m, nil
 }
 
-// decodeParse reads a Parse message's name, text and, when types is
-// set, parameter types into m, as pgproto3.Parse.Decode does without its
+// decodeParse reads a Parse message's name, text, whether a parameter
+// type is a user's (Msg.UserTyped) and, when types is set, the parameter
+// types into m, as pgproto3.Parse.Decode does without its
 // copies: that copies each string twice (bytes.Buffer.ReadBytes, then
 // string) and grows the types' slice one by one, on every Parse a driver
 // sends.
@@ -258,17 +259,15 @@ func decodeParse(body []byte, m *gate.Msg, types bool) bool {
 		return false
 	}
 	m.Name, m.Text = name, text
-	for i := range k {
-		if binary.BigEndian.Uint32(rest[4*i:]) >= gate.FirstUserOID {
-			m.UserTyped = true
-			break
-		}
-	}
 	if types && k > 0 {
 		m.ParamTypes = make([]uint32, k)
-		for i := range m.ParamTypes {
-			m.ParamTypes[i] = binary.BigEndian.Uint32(rest[4*i:])
+	}
+	for i := range k {
+		oid := binary.BigEndian.Uint32(rest[4*i:])
+		if types {
+			m.ParamTypes[i] = oid
 		}
+		m.UserTyped = m.UserTyped || oid >= gate.FirstUserOID
 	}
 	return true
 }
