@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/jackc/pgx/v5"
 )
 
 // BenchmarkCompare puts fenceproxy beside PgBouncer (session mode), both
@@ -75,6 +77,12 @@ func TestCompareHarness(t *testing.T) {
 			t.Errorf("%s: %+v from pgbench", tg.name, m)
 		}
 	}
+	// PgBouncer serves the next run on new server connections once its
+	// pooled ones are ended.
+	c.endIdleBackends()
+	if m := c.run(c.pgb, "fresh", []string{"-S", "-c", "2", "-j", "1", "-t", "50"}); m.txns != 100 {
+		t.Errorf("pgbouncer after its server connections ended: %+v", m)
+	}
 	fenced := c.run(c.fp, "fenced", []string{"-M", "extended", "-c", "2", "-j", "1", "-t", "5", "-D", "scale=1", "-f", c.fencedScript})
 	if fenced.txns != 10 {
 		t.Errorf("fenced: %+v", fenced)
@@ -113,6 +121,8 @@ type side struct {
 	// unavailable, when set, says why this side cannot be measured: it
 	// is not run, and its row shows the reason.
 	unavailable string
+	// before, when set, runs before each of the side's runs.
+	before func()
 }
 
 // pair is one row of the table: B measured against A.
@@ -217,6 +227,15 @@ func comparePairs(c *comparison) []pair {
 		versus("select-only c=16 "+mode, "-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000")
 	}
 	versus("tpcb-like c=16 simple", "-b", "tpcb-like", "-M", "simple", "-c", "16", "-j", "2", "-t", "600")
+	// PgBouncer's session mode hands a new client a server connection an
+	// earlier client used; fenceproxy's session mode opens one per client,
+	// whose backend starts cold (its first touch of each shared buffer is a
+	// page fault). This row takes that away: PgBouncer's server connections
+	// are ended before each of its runs, so both sides start new backends.
+	fresh := []string{"-S", "-M", "simple", "-c", "16", "-j", "2", "-t", "5000"}
+	ps = append(ps, pair{name: "select-only c=16 simple, new backends each run",
+		a: side{label: "pgbouncer", target: c.pgb, args: fresh, before: c.endIdleBackends},
+		b: side{label: "fenceproxy", target: c.fp, args: fresh}})
 	// The relays side by side: the default (the loop over io_uring) against
 	// two goroutines per session and against the loop over epoll.
 	for _, mode := range []string{"simple", "prepared"} {
@@ -245,6 +264,9 @@ func (c *comparison) runPair(p *pair, round int) {
 		if s.unavailable != "" {
 			continue
 		}
+		if s.before != nil {
+			s.before()
+		}
 		var prof func()
 		if round == 0 && c.profileDir != "" && s.target == c.fp {
 			prof = c.profile(p.name + " " + s.label)
@@ -258,6 +280,30 @@ func (c *comparison) runPair(p *pair, round int) {
 			prof()
 		}
 	}
+}
+
+// endIdleBackends ends the benchmark database's idle backends (PgBouncer's
+// pooled server connections) and waits until they are gone and PgBouncer
+// has seen them close.
+func (c *comparison) endIdleBackends() {
+	ctx := context.Background()
+	const idle = `FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle'
+		AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
+	conn, err := pgx.Connect(ctx, c.direct)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) "+idle); err != nil {
+		c.tb.Fatal(err)
+	}
+	for n := 1; n > 0; {
+		if err := conn.QueryRow(ctx, "SELECT count(*) "+idle).Scan(&n); err != nil {
+			c.tb.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(250 * time.Millisecond) // PgBouncer reads each closed socket's end
 }
 
 // run runs pgbench against t and measures t's CPU time over the run.
