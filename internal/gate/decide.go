@@ -202,7 +202,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 		matters = true // a folded name may be any word (settings.unsafe)
 	}
 	if s.cfg.Pooled && !matters {
-		matters = mayNeedSession(sql)
+		matters = s.memo.mayNeedSession(sql)
 	}
 	if !matters && s.unit.checked && s.fencingPossible() {
 		matters = s.memo.mayMatterInChecked(sql)

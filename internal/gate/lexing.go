@@ -168,11 +168,13 @@ func mayMatterInChecked(sql string) bool { return hasWordOf(&checkedWords, sql) 
 
 // checkedWords indexes the words of mayMatterInChecked.
 var checkedWords = func() (idx wordIndex) {
-	for _, w := range append([]string{"savepoint", "release"}, noTxnWords[:]...) {
+	for _, w := range checkedWordList() {
 		idx.add(w, false)
 	}
 	return idx
 }()
+
+func checkedWordList() []string { return append([]string{"savepoint", "release"}, noTxnWords[:]...) }
 
 // hasWordOf reports whether sql holds a word of idx, in any ASCII case.
 func hasWordOf(idx *wordIndex, sql string) bool {
@@ -186,21 +188,135 @@ func hasWordOf(idx *wordIndex, sql string) bool {
 	return false
 }
 
-// matterWord is one of anywhereWords (start false) or startWords.
+// matterWord is one of anywhereWords (start false) or startWords; in
+// allWords, with the classes of scan it belongs to.
 type matterWord struct {
-	word  string
-	start bool
+	word    string
+	start   bool
+	classes wordClass
 }
 
 // wordIndex holds words by their first byte, in lower and upper case.
 type wordIndex [256][]matterWord
 
-func (idx *wordIndex) add(w string, start bool) {
+func (idx *wordIndex) add(w string, start bool) { idx.addClasses(w, start, 0) }
+
+// addClasses adds w, or adds classes to the entry it has already.
+func (idx *wordIndex) addClasses(w string, start bool, classes wordClass) {
 	c := w[0]
-	idx[c] = append(idx[c], matterWord{w, start})
+	firsts := []byte{c}
 	if c >= 'a' && c <= 'z' {
-		idx[c-'a'+'A'] = append(idx[c-'a'+'A'], matterWord{w, start})
+		firsts = append(firsts, c-'a'+'A')
 	}
+	for _, c := range firsts {
+		found := false
+		for k := range idx[c] {
+			if e := &idx[c][k]; e.word == w && e.start == start {
+				e.classes |= classes
+				found = true
+			}
+		}
+		if !found {
+			idx[c] = append(idx[c], matterWord{w, start, classes})
+		}
+	}
+}
+
+// wordClass is a set of the word scans a text passes: scanWords answers
+// them all in one pass over the text, where each on its own (mayMatter,
+// mayNeedSession, …) is a pass of its own.
+type wordClass uint8
+
+const (
+	classMatter    wordClass = 1 << iota // mayMatter
+	classSession                         // mayNeedSession's own words
+	classChecked                         // mayMatterInChecked
+	classNoTxn                           // mayBeNoTxnBlock
+	classOpenBlock                       // mayOpenBlock
+	classCopy                            // "copy", half of mayCopyIn's scan
+	classStdin                           // "stdin", its other half
+)
+
+// allWords indexes the words of every class, each with its classes.
+var allWords = func() (idx wordIndex) {
+	for _, w := range anywhereWords {
+		idx.addClasses(w, false, classMatter)
+	}
+	for _, w := range startWords {
+		idx.addClasses(w, true, classMatter)
+	}
+	for _, w := range sessionWords {
+		idx.addClasses(w, false, classSession)
+	}
+	for _, w := range checkedWordList() {
+		idx.addClasses(w, false, classChecked)
+	}
+	for _, w := range noTxnWords {
+		idx.addClasses(w, false, classNoTxn)
+	}
+	for _, w := range openBlockWords {
+		idx.addClasses(w, false, classOpenBlock)
+	}
+	idx.addClasses("copy", false, classCopy)
+	idx.addClasses("stdin", false, classStdin)
+	return idx
+}()
+
+// wordStarts holds the first two bytes, ASCII letters lower-cased, of each
+// word of allWords (of a one-byte word, that byte and any other): most
+// positions of a text start none, and one lookup tells.
+var wordStarts = func() (set [1 << 16 / 64]uint64) {
+	add := func(a, b byte) { k := int(a)<<8 | int(b); set[k/64] |= 1 << (k % 64) }
+	for _, ws := range allWords {
+		for _, w := range ws {
+			if len(w.word) == 1 {
+				for b := range 256 {
+					add(lowerASCII[w.word[0]], byte(b))
+				}
+				continue
+			}
+			add(lowerASCII[w.word[0]], lowerASCII[w.word[1]])
+		}
+	}
+	return set
+}()
+
+// lowerASCII maps each byte to itself, ASCII upper-case letters to lower.
+var lowerASCII = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+		if i >= 'A' && i <= 'Z' {
+			t[i] += 'a' - 'A'
+		}
+	}
+	return t
+}()
+
+// scanWords returns the classes whose words sql holds: for each class, the
+// answer its own scan gives (TestScanWordsAnswersAsEachScan).
+func scanWords(sql string) wordClass {
+	var found wordClass
+	if sql == "" {
+		return 0
+	}
+	cur := lowerASCII[sql[0]]
+	for i := 0; i < len(sql); i++ {
+		var next byte // past the end: a one-byte word's entries hold any
+		if i+1 < len(sql) {
+			next = lowerASCII[sql[i+1]]
+		}
+		k := uint16(cur)<<8 | uint16(next)
+		cur = next
+		if wordStarts[k>>6]&(1<<(k&63)) == 0 {
+			continue
+		}
+		for _, w := range allWords[sql[i]] {
+			if w.classes&^found != 0 && hasFoldAt(sql, i, w.word) && (!w.start || isStartWordAt(sql, i, len(w.word))) {
+				found |= w.classes
+			}
+		}
+	}
+	return found
 }
 
 // matterWords indexes anywhereWords and startWords.

@@ -1,50 +1,47 @@
 package gate
 
-// textMemo keeps what the word scans (mayMatter, mayCopyIn) found in the
-// last text a session scanned: a client that runs one statement again and
-// again (a worker's loop, or a driver's unnamed statement, parsed again for
-// each execution) is not scanned again each time. The scans read the text
-// alone, so a memo is right for as long as the text is the same.
+// textMemo keeps what scanWords found in the last texts a session scanned:
+// a client that runs its statements again and again (a worker's loop, or a
+// driver's unnamed statements, parsed again for each execution) is not
+// scanned again each time. The scan reads the text alone, so what it found
+// is right for as long as the text is the same. An entry never used holds
+// the empty text and no classes, which is what scanWords finds in it.
 type textMemo struct {
-	text                            string
-	matters, copyIn, opens, checked scan
+	texts   [memoTexts]string
+	classes [memoTexts]wordClass
+	next    int // the entry a text not kept replaces
 }
 
-// scan is a remembered word scan: not yet done, or its answer.
-type scan uint8
+// memoTexts is how many texts a memo keeps: the statements of a
+// transaction of a few (pgbench's tpcb-like has nine).
+const memoTexts = 16
 
-const (
-	scanUnknown scan = iota
-	scanNo
-	scanYes
-)
+// maxMemoText bounds the texts a memo keeps (a longer one is scanned each
+// time): a session holds at most memoTexts times this of texts it has
+// finished with.
+const maxMemoText = 1 << 10
 
-// maxMemoText bounds the text a memo keeps: a session holds no more than
-// this of a text it has finished with.
-const maxMemoText = 4 << 10
-
-// remember returns f(text), the scan v (a field of m) of text, from the
-// memo when it has it; a text over maxMemoText is scanned, not kept.
-func (m *textMemo) remember(v *scan, f func(string) bool, text string) bool {
+// scan returns scanWords(text), from the memo when it has it.
+func (m *textMemo) scan(text string) wordClass {
 	if len(text) > maxMemoText {
-		return f(text)
+		return scanWords(text)
 	}
-	if text != m.text {
-		*m = textMemo{text: text} // v, a field of m, is cleared too
-	}
-	if *v == scanUnknown {
-		*v = scanNo
-		if f(text) {
-			*v = scanYes
+	for i := range m.texts {
+		if len(m.texts[i]) == len(text) && m.texts[i] == text {
+			return m.classes[i]
 		}
 	}
-	return *v == scanYes
+	c := scanWords(text)
+	m.texts[m.next], m.classes[m.next] = text, c
+	m.next = (m.next + 1) % memoTexts
+	return c
 }
 
 // mayMatter is mayMatter(text), remembered.
-func (m *textMemo) mayMatter(text string) bool {
-	return m.remember(&m.matters, mayMatter, text)
-}
+func (m *textMemo) mayMatter(text string) bool { return m.scan(text)&classMatter != 0 }
+
+// mayNeedSession is mayNeedSession(text), remembered.
+func (m *textMemo) mayNeedSession(text string) bool { return m.scan(text)&classSession != 0 }
 
 // mayCopyIn is mayCopyIn(text, a), the word scan of a text not analysed (a
 // nil) remembered.
@@ -52,18 +49,16 @@ func (m *textMemo) mayCopyIn(text string, a *Analysis) bool {
 	if a != nil {
 		return mayCopyIn(text, a)
 	}
-	return m.remember(&m.copyIn, mayCopyInText, text)
+	const both = classCopy | classStdin
+	return m.scan(text)&both == both
 }
-
-func mayCopyInText(text string) bool { return mayCopyIn(text, nil) }
 
 // mayMatterInChecked is mayMatterInChecked(text), remembered. Its words
 // include noTxnWords: a text it clears needs no mayBeNoTxnBlock scan.
-func (m *textMemo) mayMatterInChecked(text string) bool {
-	return m.remember(&m.checked, mayMatterInChecked, text)
-}
+func (m *textMemo) mayMatterInChecked(text string) bool { return m.scan(text)&classChecked != 0 }
+
+// mayBeNoTxnBlock is mayBeNoTxnBlock(text), remembered.
+func (m *textMemo) mayBeNoTxnBlock(text string) bool { return m.scan(text)&classNoTxn != 0 }
 
 // mayOpenBlock is mayOpenBlock(text), remembered.
-func (m *textMemo) mayOpenBlock(text string) bool {
-	return m.remember(&m.opens, mayOpenBlock, text)
-}
+func (m *textMemo) mayOpenBlock(text string) bool { return m.scan(text)&classOpenBlock != 0 }

@@ -362,7 +362,7 @@ func (s *Session) precheck(sql string) (Decision, bool) {
 		s.pre = preNone
 		return Decision{}, false
 	}
-	if !s.tokenMaybe || !s.memo.mayMatterInChecked(sql) || !mayBeNoTxnBlock(sql) || s.lexPending > 0 || s.settings.unsafe(sql) != "" || s.unit.open && s.unit.lexing {
+	if !s.tokenMaybe || !s.memo.mayMatterInChecked(sql) || !s.memo.mayBeNoTxnBlock(sql) || s.lexPending > 0 || s.settings.unsafe(sql) != "" || s.unit.open && s.unit.lexing {
 		return Decision{}, false
 	}
 	a, err := s.cfg.Analyzer.Analyze(sql)

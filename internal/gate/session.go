@@ -471,8 +471,16 @@ func (s *Session) unreadUnsafe() bool {
 // transaction block: it holds BEGIN, START or CHAIN, in any case (keywords:
 // ASCII in every encoding, never escaped).
 func mayOpenBlock(text string) bool {
-	return containsFold(text, "begin") || containsFold(text, "start") || containsFold(text, "chain")
+	for _, w := range openBlockWords {
+		if containsFold(text, w) {
+			return true
+		}
+	}
+	return false
 }
+
+// openBlockWords are mayOpenBlock's words.
+var openBlockWords = [...]string{"begin", "start", "chain"}
 
 // lexChanging records that the current unit may change the lexing
 // settings: texts after it, until its answer, are read under settings the
