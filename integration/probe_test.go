@@ -3,6 +3,8 @@ package integration
 import (
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // The probe: after code the proxy cannot see, a hidden query asks the
@@ -107,4 +109,24 @@ func TestProbeNotFooledByOperatorInSearchPath(t *testing.T) {
 		t.Errorf("UPDATE with the stale token 41 was not refused after a hijacked probe")
 	}
 	e.wantUntouched(t)
+}
+
+// A session without a token gets PostgreSQL's answers when it resets a
+// setting after BEGIN and then sets the block's isolation level: the probe
+// that follows the RESET must not be the block's first query, which takes
+// its snapshot (25001 for the SET TRANSACTION that follows).
+func TestSetTransactionAfterResetInABlockAnswersAsPostgreSQL(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	for name, open := range map[string][]pgproto3.FrontendMessage{
+		"two Queries": {&pgproto3.Query{String: "BEGIN"}, &pgproto3.Query{String: "RESET ALL"}},
+		"one Query":   {&pgproto3.Query{String: "BEGIN; RESET lock.fencing_token"}},
+	} {
+		msgs := append(open, &pgproto3.Query{String: "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"},
+			&pgproto3.Query{String: "SHOW transaction_isolation"}, &pgproto3.Query{String: "COMMIT"})
+		direct := directConn(t, e).transcript(len(msgs), msgs...)
+		proxied := readyConn(t, e, "").transcript(len(msgs), msgs...)
+		if direct != proxied {
+			t.Errorf("%s: directly %s, through the proxy %s", name, direct, proxied)
+		}
+	}
 }

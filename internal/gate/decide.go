@@ -717,7 +717,8 @@ func first(s []string) string {
 // redefined (see replaceable).
 func (s *Session) after(st *Statement, own bool) {
 	s.unit.ran = true
-	s.unit.blockFresh = st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback)
+	s.unit.blockFresh = st.Kind == Begin || st.Chain && (st.Kind == Commit || st.Kind == Rollback) ||
+		s.unit.blockFresh && staysFresh(st.Kind)
 	s.unit.blockMaybe = s.unit.blockMaybe || st.Kind == Begin || st.Chain || st.Opaque
 	switch st.Kind {
 	case Commit, Rollback, RollbackTo, DiscardAll, Begin:

@@ -325,6 +325,7 @@ func (s *Session) functionCall() Decision {
 	}
 	s.setMaybe()
 	s.unit.probe, s.unit.checked = true, false
+	s.unit.blockFresh = false // the call takes a snapshot
 	s.lexChanging()
 	s.trust = 0 // the function may set the fencing settings, or end the transaction
 	s.reg.distrust()
@@ -397,8 +398,9 @@ func (s *Session) execute(portal string) Decision {
 		// server ignores the client's Sync and would take a probe sent
 		// after it for copy data (see endUnit).
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(p.text, nil)
-		s.unit.blockFresh = s.memo.mayOpenBlock(p.text)
-		s.unit.blockMaybe = s.unit.blockMaybe || s.unit.blockFresh
+		opens := s.memo.mayOpenBlock(p.text)
+		s.unit.blockFresh = opens || s.unit.blockFresh && mayStayFresh(p.text)
+		s.unit.blockMaybe = s.unit.blockMaybe || opens
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})
 	return Decision{Before: before}

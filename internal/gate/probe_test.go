@@ -85,6 +85,60 @@ func TestAProbeIsNeverTheFirstQueryOfABlock(t *testing.T) {
 	}
 }
 
+// A probe due in a block opened earlier, in which no statement has taken a
+// snapshot yet (only BEGIN, SET, RESET or SHOW ran), would be its first
+// query just the same: RESET ALL, RESET of a fencing setting or SET … TO
+// DEFAULT after BEGIN, answered or not, in one Query or several, in either
+// protocol. Once a query has run in the block, a probe may go inside it.
+func TestAProbeWaitsUntilTheBlockHasASnapshot(t *testing.T) {
+	resets := []string{"RESET ALL", "RESET lock.fencing_token", "SET lock.resource TO DEFAULT"}
+	type step func(w *wire) string
+	query := func(text, replies string, status byte) step {
+		return func(w *wire) string {
+			up := w.send(q(text))
+			if replies != "" {
+				w.replies(replies, status)
+			}
+			return up
+		}
+	}
+	extended := func(text string) step {
+		return func(w *wire) string {
+			return w.send(parse("", text)) + " " + w.send(bind("", "")) + " " + w.send(exec("")) + " " + w.send(syncMsg())
+		}
+	}
+	for _, reset := range resets {
+		for name, steps := range map[string][]step{
+			"BEGIN answered, then":         {query("BEGIN", "CZ", 'T'), query(reset, "", 0)},
+			"BEGIN not yet answered, then": {query("BEGIN", "", 0), query(reset, "", 0)},
+			"one Query":                    {query("BEGIN; "+reset, "", 0)},
+			"after SET and SHOW":           {query("BEGIN", "CZ", 'T'), query("SET work_mem = '8MB'", "CZ", 'T'), query("SHOW work_mem", "TDCZ", 'T'), query(reset, "", 0)},
+			"extended":                     {extended("BEGIN"), extended(reset)},
+		} {
+			t.Run(reset+"/"+name, func(t *testing.T) {
+				w := newWire(t, nil, false)
+				var up string
+				for _, s := range steps {
+					up += s(w) + " "
+				}
+				if strings.Contains(up, "~probe") {
+					t.Errorf("a probe before the block's first query: %s", up)
+				}
+			})
+		}
+	}
+	t.Run("after a query", func(t *testing.T) {
+		w := newWire(t, nil, false)
+		w.send(q("BEGIN"))
+		w.replies("CZ", 'T')
+		w.send(q("SELECT 1"))
+		w.replies("TDCZ", 'T')
+		if got := w.send(q("RESET ALL")); !strings.Contains(got, "~probe") {
+			t.Errorf("no probe after RESET ALL in a block that has its snapshot: %s", got)
+		}
+	})
+}
+
 // Large objects in a session without a token: lo_creat, then lo_open as
 // soon as lo_creat's ReadyForQuery arrives, before the probe after it
 // answers. The second call waits for that answer rather than be refused.

@@ -259,6 +259,9 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 		}
 	}
 	s.lastReady = status
+	if status == 'I' && s.slots.unitsInFlight == 0 {
+		s.freshBlock = false // out of every block, with nothing sent after
+	}
 	switch {
 	case status != 'E':
 		s.unnamedFailed = false // the block ended or recovered: its failed portals are gone

@@ -98,9 +98,10 @@ type unitState struct {
 	blockMaybe bool
 	lexing     bool // the unit may change how the server lexes text
 	copyIn     bool // the unit may leave the server in COPY-in mode: nothing may follow it
-	// blockFresh: the unit's last statement may have opened a transaction
-	// block (BEGIN, START TRANSACTION, COMMIT AND CHAIN) that nothing ran
-	// in yet: a probe after the unit would be the block's first query.
+	// blockFresh: the unit may leave the session in a transaction block
+	// (opened by BEGIN, START TRANSACTION or COMMIT AND CHAIN, in this unit
+	// or one before: Session.freshBlock) in which no statement has taken a
+	// snapshot yet: a probe after the unit would be the block's first query.
 	blockFresh bool
 	// savepoints: the unit sent a SAVEPOINT, RELEASE or ROLLBACK TO (see
 	// Session.savepoints).
@@ -186,7 +187,11 @@ type Session struct {
 	probeDue  bool // a probe waits for the next boundary both sides agree on
 	skipping  bool // the server is skipping every message up to the client's Sync, after an error
 	probeIdle bool // a probe answered inside a transaction block: probe again once it ends
-	probesOut int  // probes sent and not yet answered
+	// freshBlock: the units sent so far may leave the session in a block
+	// that has taken no snapshot (unitState.blockFresh); each unit starts
+	// from it.
+	freshBlock bool
+	probesOut  int // probes sent and not yet answered
 	// unnamedFailed: a statement of a Query failed in the transaction
 	// block, which the server reported failed, and nothing has replaced
 	// its unnamed portal since: it may be left, failed, until the block
@@ -553,7 +558,33 @@ func (s *Session) resetUnit() {
 	bound, args := s.unit.bound, s.unit.fenceArgs
 	bound.clear()
 	args.clear()
-	s.unit = unitState{bound: bound, fenceArgs: args}
+	s.unit = unitState{bound: bound, fenceArgs: args, blockFresh: s.freshBlock}
+}
+
+// staysFresh reports whether a block that has taken no snapshot still has
+// none after a statement of kind k: settings (SET, RESET, SHOW, SET
+// TRANSACTION), BEGIN, savepoints, and the utility statements of Other take
+// none. Every other kind, or a block's end, counts as taking one.
+func staysFresh(k Kind) bool {
+	switch k {
+	case Setting, Begin, Savepoint, Release, RollbackTo, Other:
+		return true
+	}
+	return false
+}
+
+// mayStayFresh reports, for a text the gate did not analyse, whether the
+// block may still have no snapshot after it: unless the text plainly
+// starts with a query (SELECT, INSERT, UPDATE, DELETE, MERGE, WITH, VALUES,
+// TABLE), it may be SHOW, LOCK or another statement that takes none.
+func mayStayFresh(text string) bool {
+	text = strings.TrimLeft(text, " \t\n\r\f\v(")
+	for _, w := range [...]string{"select", "insert", "update", "delete", "merge", "with", "values", "table"} {
+		if hasFoldAt(text, 0, w) && isStartWordAt(text, 0, len(w)) {
+			return false
+		}
+	}
+	return true
 }
 
 // savepointTrust is a savepoint and the trust when it was taken.
@@ -597,10 +628,13 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 		s.lexPending++
 	}
 	s.probeDue = s.probeDue || s.unit.probe
+	s.freshBlock = s.unit.blockFresh
 	if s.probeDue && s.unit.blockFresh {
 		// Not as the first query of a block: it would take the block's
-		// snapshot, and SET TRANSACTION ISOLATION LEVEL would then fail.
-		// The session stays checked; the probe goes once the block ends.
+		// snapshot, and SET TRANSACTION ISOLATION LEVEL would then fail
+		// (25001), or a REPEATABLE READ block would see the database as
+		// of the probe rather than of the client's first query. The
+		// session stays checked; the probe goes once the block ends.
 		s.probeDue, s.probeIdle = false, true
 	}
 	copyIn := s.unit.copyIn
