@@ -217,7 +217,7 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 		return analysis{wait: true} // standard_conforming_strings or client_encoding may be changing
 	}
 	if why := s.settings.unsafe(sql); why != "" {
-		return s.cannotAnalyse(&refusal{code: codeCannotFence, message: "fenceproxy: cannot fence this text, because " + why})
+		return s.cannotAnalyse(sql, &refusal{code: codeCannotFence, message: "fenceproxy: cannot fence this text, because " + why})
 	}
 	a, err := s.cfg.Analyzer.analyzeKnown(sql, textMatters, &s.parsing)
 	if err == nil {
@@ -237,16 +237,17 @@ func (s *Session) analyzeKnown(sql string, matters bool) analysis {
 			r.message = "fenceproxy: cannot fence the statement: the proxy's parser (PostgreSQL 17 grammar) rejects it: " + e.Message +
 				"; if the server accepts it, quote the identifier that newer PostgreSQL reserves"
 		}
-		return s.cannotAnalyse(r)
+		return s.cannotAnalyse(sql, r)
 	}
-	return s.cannotAnalyse(&refusal{code: codeCannotParse, message: "fenceproxy: cannot analyse the statement to fence it: " + err.Error()})
+	return s.cannotAnalyse(sql, &refusal{code: codeCannotParse, message: "fenceproxy: cannot analyse the statement to fence it: " + err.Error()})
 }
 
-// cannotAnalyse refuses a text where fencing is possible; elsewhere the
-// text passes, and the session may hold a token from then on, until a
-// probe says otherwise.
-func (s *Session) cannotAnalyse(r *refusal) analysis {
-	if s.unreadUnsafe() || s.cfg.Pooled {
+// cannotAnalyse refuses a text the gate cannot read where fencing is
+// possible, or where the text may carry a directive (mayCarryDirective);
+// elsewhere the text passes, and the session may hold a token from then
+// on, until a probe says otherwise.
+func (s *Session) cannotAnalyse(text string, r *refusal) analysis {
+	if s.unreadUnsafe() || s.cfg.Pooled || mayCarryDirective(text) {
 		return analysis{refuse: r, doubt: true}
 	}
 	s.setMaybe()

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -90,6 +91,59 @@ func mayHaveDirectives(sql string) bool {
 	}
 	return containsFold(sql, keyToken) || containsFold(sql, keyResource) ||
 		strings.Contains(sql, "\u212A") || strings.Contains(sql, "\u017F")
+}
+
+// mayCarryDirective reports whether text may hold a directive however the
+// server lexes it: a comment marker, and one of our keys (compared as
+// directive keys are, strings.EqualFold) followed by optional spaces and
+// '=', which the bytes show whatever is comment and whatever is literal.
+// A text the gate cannot read, or reads under settings it is unsure of, is
+// refused where this holds (cannotAnalyse): forwarded unread, a stale
+// token in its comment would never be checked.
+func mayCarryDirective(text string) bool {
+	if !mayHaveDirectives(text) {
+		return false
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] != '=' {
+			continue
+		}
+		j := i
+		for j > 0 && isSpace(text[j-1]) {
+			j--
+		}
+		if hasKeySuffix(text[:j], keyToken) || hasKeySuffix(text[:j], keyResource) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasKeySuffix reports whether s ends with key, a lower-case ASCII word,
+// under strings.EqualFold's folding (which reads the Kelvin sign as 'k'
+// and the long s as 's').
+func hasKeySuffix(s, key string) bool {
+	for k := len(key) - 1; k >= 0; k-- {
+		r, size := utf8.DecodeLastRuneInString(s)
+		if size == 0 || !foldsTo(r, key[k]) {
+			return false
+		}
+		s = s[:len(s)-size]
+	}
+	return true
+}
+
+// foldsTo reports whether strings.EqualFold reads r as the lower-case
+// ASCII byte c.
+func foldsTo(r rune, c byte) bool {
+	for f := unicode.SimpleFold(r); ; f = unicode.SimpleFold(f) {
+		if f == rune(c) {
+			return true
+		}
+		if f == r {
+			return r == rune(c)
+		}
+	}
 }
 
 // containsFold reports whether s contains the lower-case ASCII word sub,

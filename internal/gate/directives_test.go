@@ -217,3 +217,32 @@ func TestDirectiveKeysUnicodeFold(t *testing.T) {
 		}
 	}
 }
+
+// mayCarryDirective is true wherever a directive could be read, however
+// the text is lexed: one of the keys, in any case the keys are compared in
+// (the Kelvin sign and the long s included), then optional spaces and '=',
+// in a text holding a comment marker. Prose naming a key, or a key's
+// letters inside another word before '=', is no directive and need not be.
+func TestMayCarryDirectiveSeesEveryKeyBeforeAnEqualsSign(t *testing.T) {
+	for text, want := range map[string]bool{
+		"/* fencing_token=5 */ UPDATE t SET v = 1":          true,
+		"/*FENCING_TOKEN = 5*/ UPDATE t":                    true,
+		"--fencing_token=5\nUPDATE t":                       true,
+		"/* x */ SELECT 'resource\t= r'":                    true, // a literal to the proxy, maybe not to the server
+		"/* fencing_to\u212Aen=5 */ UPDATE t":               true,
+		"/* re\u017Fource=r */ UPDATE t":                    true,
+		"-- a\nUPDATE t SET my_resource = 1":                true, // "my_resource" ends with a key: a superset
+		"/* the resource and the fencing_token */ SELECT 1": false,
+		"UPDATE t SET fencing_token = 5":                    false, // no comment marker
+		"/* x */ UPDATE t SET token = 5, res = 'resource'":  false,
+		"/* fencing_token */ SELECT 1 = 1":                  false,
+		"/* fencing_tokens=5 */ SELECT 1":                   false,
+	} {
+		if got := mayCarryDirective(text); got != want {
+			t.Errorf("mayCarryDirective(%q) = %v, want %v", text, got, want)
+		}
+		if want && !mayHaveDirectives(text) {
+			t.Errorf("mayHaveDirectives(%q) = false under a true mayCarryDirective", text)
+		}
+	}
+}

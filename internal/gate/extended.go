@@ -508,7 +508,15 @@ func (s *Session) analyzePrepared(p *prepared) analysis {
 		if s.unreadableAsOpaque(p.text) {
 			return analysis{opaque: true}
 		}
-		return s.cannotAnalyse(&refLexChanged)
+		return s.cannotAnalyse(p.text, &refLexChanged)
+	}
+	if p.lexUnseen && mayCarryDirective(p.text[firstRisky(p.text):]) {
+		// Parsed behind messages not yet answered, whose code may have
+		// changed how the server lexes it (see lexUnseen): past its first
+		// risky byte, a directive the proxy reads inside a literal may be
+		// a comment to the server. Such a text is read, and followed by a
+		// probe, only where no directive can be there.
+		return analysis{refuse: &refLexChanged, doubt: true}
 	}
 	return s.analyzeKnown(p.text, p.mayMatter(&s.memo))
 }

@@ -96,13 +96,20 @@ func (c *settings) unsafe(sql string) string {
 // lexRisky reports whether sql holds a byte that some setting of
 // standard_conforming_strings or client_encoding could make the server read
 // differently: a backslash, or a byte ≥ 0x80.
-func lexRisky(sql string) bool {
+func lexRisky(sql string) bool { return firstRisky(sql) < len(sql) }
+
+// firstRisky returns the index of sql's first byte that lexRisky looks
+// for, len(sql) when there is none. What comes before it reads the same
+// under every setting of both: a backslash matters only in a literal, and
+// a byte ≥ 0x80 only as a multibyte character's first byte, whose next
+// byte may be a backslash or a quote.
+func firstRisky(sql string) int {
 	for i := 0; i < len(sql); i++ {
 		if sql[i] == '\\' || sql[i] >= 0x80 {
-			return true
+			return i
 		}
 	}
-	return false
+	return len(sql)
 }
 
 // anywhereWords are fragments without which a text cannot: change the

@@ -137,3 +137,33 @@ func TestRiskyTextPipelinedAfterARevertedLexingChangeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Parsed behind a call whose code may have turned
+// standard_conforming_strings off, a text holding a directive past its
+// first backslash could read as a literal to the proxy and as a comment to
+// the server: it is refused in every mode. The same directive before the
+// first risky byte reads the same either way, and is read.
+func TestADirectivePastARiskyByteInAPipelineIsRefused(t *testing.T) {
+	hidden := `UPDATE t SET v = length('a\'' /* fencing_token=5 resource=r */ || ' -- '` + "\n) WHERE id = 1"
+	leading := `/* fencing_token=5 resource=r */ UPDATE t SET v = length('a\b') WHERE id = 1`
+	for name, start := range map[string]func(t *testing.T) *wire{
+		"session without a token": func(t *testing.T) *wire { return newWire(t, nil, false) },
+		"session with a token":    func(t *testing.T) *wire { return newWire(t, nil, true) },
+		"transaction pool":        func(t *testing.T) *wire { return pooledWire(t, nil) },
+	} {
+		for text, refused := range map[string]bool{hidden: true, leading: false} {
+			w := start(t)
+			w.send(parse("", "SELECT f()"))
+			w.send(bind("", ""))
+			w.send(exec(""))
+			w.send(parse("", text))
+			got := w.send(bind("", "")) + " " + w.send(exec(""))
+			if strings.Contains(got, "~raise") != refused {
+				t.Errorf("%s: %.40q: refused %v, want %v: %s", name, text, !refused, refused, got)
+			}
+			if !refused && !strings.Contains(got, "~check") {
+				t.Errorf("%s: the leading directive was not checked: %s", name, got)
+			}
+		}
+	}
+}

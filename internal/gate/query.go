@@ -22,7 +22,7 @@ func (s *Session) query(sql string) Decision {
 	}
 	unseen := s.lexUnseen()
 	s.beginUnit()
-	if (s.unit.lexing || unseen) && s.unreadUnsafe() && lexRisky(sql) {
+	if (s.unit.lexing || unseen) && (s.unreadUnsafe() || mayCarryDirective(sql)) && lexRisky(sql) {
 		if s.unit.lexing || s.extOpen {
 			// Inside an open extended sequence whose earlier messages
 			// changed, or may have changed unseen (see lexUnseen),
@@ -37,7 +37,7 @@ func (s *Session) query(sql string) Decision {
 		// Code the text did not show may have changed how the server reads
 		// this text (see lexUnseen): in a session without fencing it
 		// passes, and a probe follows it.
-		an = s.cannotAnalyse(&refLexChanged)
+		an = s.cannotAnalyse(sql, &refLexChanged)
 	} else {
 		an = s.analyze(sql)
 	}
