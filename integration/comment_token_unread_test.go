@@ -25,29 +25,33 @@ const scsOff = "CREATE FUNCTION scs_off() RETURNS text LANGUAGE sql AS $$ SELECT
 const hiddenDirective = `UPDATE accounts SET balance = length('a\'' /* fencing_token=41 resource=acct/1 */ || ' -- '` + "\n) WHERE id = 1"
 
 func TestACommentTokenInATextTheProxyCannotReadIsNeverDropped(t *testing.T) {
-	for name, run := range map[string]func(c *wireConn){
-		"standard_conforming_strings off, a backslash": func(c *wireConn) {
+	for name, run := range map[string]func(t *testing.T, c *wireConn){
+		"standard_conforming_strings off, a backslash": func(t *testing.T, c *wireConn) {
 			c.transcript(1, &pgproto3.Query{String: "SET standard_conforming_strings = off"})
 			c.transcript(1, &pgproto3.Query{String: `/* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = length('a\b') WHERE id = 1`})
 		},
-		"client_encoding SJIS, a multibyte character": func(c *wireConn) {
+		"client_encoding SJIS, a multibyte character": func(t *testing.T, c *wireConn) {
 			c.transcript(1, &pgproto3.Query{String: "SET client_encoding = 'SJIS'"})
 			c.transcript(1, &pgproto3.Query{String: "/* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = length('\x83\x41') WHERE id = 1"})
 		},
-		"pipelined behind a Query, non-ASCII data": func(c *wireConn) {
-			c.transcript(2, &pgproto3.Query{String: "SELECT 1"},
+		"pipelined behind a Query, non-ASCII data": func(t *testing.T, c *wireConn) {
+			// It waits for the first Query's answer, and is then read.
+			got := c.transcript(2, &pgproto3.Query{String: "SELECT 1"},
 				&pgproto3.Query{String: "/* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = length('café') WHERE id = 1"})
+			if !strings.Contains(got, "E{55Z01}") {
+				t.Errorf("the stale token was not refused as such: %s", got)
+			}
 		},
-		"over the parser's token bound": func(c *wireConn) {
+		"over the parser's token bound": func(t *testing.T, c *wireConn) {
 			c.transcript(1, &pgproto3.Query{String: "/* fencing_token=41 resource=acct/1 */ UPDATE accounts SET balance = 5 WHERE id = 1" + strings.Repeat(" AND 1 = 1", 30000)})
 		},
-		"lexing changed unseen, extended pipeline": func(c *wireConn) {
+		"lexing changed unseen, extended pipeline": func(t *testing.T, c *wireConn) {
 			c.transcript(1, pipeline(pbe("SELECT scs_off()"), pbe(hiddenDirective), []pgproto3.FrontendMessage{&pgproto3.Sync{}})...)
 		},
-		"lexing changed unseen, two Queries": func(c *wireConn) {
+		"lexing changed unseen, two Queries": func(t *testing.T, c *wireConn) {
 			c.transcript(2, &pgproto3.Query{String: "SELECT scs_off()"}, &pgproto3.Query{String: hiddenDirective})
 		},
-		"lexing changed unseen, a token for another resource": func(c *wireConn) {
+		"lexing changed unseen, a token for another resource": func(t *testing.T, c *wireConn) {
 			c.transcript(1, &pgproto3.Query{String: "SET lock.resource = 'other'; SET lock.fencing_token = 500"})
 			c.transcript(1, pipeline(pbe("SELECT scs_off()"), pbe(hiddenDirective), []pgproto3.FrontendMessage{&pgproto3.Sync{}})...)
 		},
@@ -55,7 +59,7 @@ func TestACommentTokenInATextTheProxyCannotReadIsNeverDropped(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := staleEnv(t)
 			harnessExec(t, e.direct(), scsOff)
-			run(readyConn(t, e, ""))
+			run(t, readyConn(t, e, ""))
 			e.wantUntouched(t)
 		})
 	}
