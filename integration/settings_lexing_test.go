@@ -110,9 +110,12 @@ func TestQueryAfterPgSettingsUpdateReadWithItsSetting(t *testing.T) {
 	); got != "CZCZTDCZ" {
 		t.Fatalf("setup: %s", got)
 	}
+	// The hidden statement sets the token with set_config: "SET
+	// lock.fencing_token = 41" beside a comment marker would read as a
+	// possible directive, and the text be refused whole (0A000).
 	got := conn.transcript(3,
 		&pgproto3.Query{String: "UPDATE pg_settings SET setting = 'off' WHERE name LIKE 'standard_conf%'"},
-		&pgproto3.Query{String: `SELECT 'a\' , ' ; SET lock.fencing_token = 41; -- '`},
+		&pgproto3.Query{String: `SELECT 'a\' , ' ; SELECT set_config($$lock.fencing_token$$, $$41$$, false); -- '`},
 		&pgproto3.Query{String: "UPDATE accounts SET balance = 1 WHERE id = 1"},
 	)
 	if !strings.HasSuffix(got, "E{55Z01}Z") {
