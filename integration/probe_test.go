@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"context"
+	"encoding/binary"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -125,6 +128,43 @@ func TestSetTransactionAfterResetInABlockAnswersAsPostgreSQL(t *testing.T) {
 			&pgproto3.Query{String: "SHOW transaction_isolation"}, &pgproto3.Query{String: "COMMIT"})
 		direct := directConn(t, e).transcript(len(msgs), msgs...)
 		proxied := readyConn(t, e, "").transcript(len(msgs), msgs...)
+		if direct != proxied {
+			t.Errorf("%s: directly %s, through the proxy %s", name, direct, proxied)
+		}
+	}
+}
+
+// A probe held back while the block has no snapshot does not leave a
+// session without a token treated as fenced for the rest of the block: a
+// large-object call (a fast-path FunctionCall) right after the RESET, and
+// the EXECUTE of a statement code prepared, get PostgreSQL's answers, as
+// does a pipeline that opens a block with risky data (pgjdbc's way).
+func TestAHeldProbeLeavesTheBlockAnsweringAsPostgreSQL(t *testing.T) {
+	e := newFencedEnv(t, nil)
+	var oid uint32
+	if err := connect(t, e.direct(), pgx.QueryExecModeExec).QueryRow(context.Background(), "SELECT 'lo_creat'::regproc::oid").Scan(&oid); err != nil {
+		t.Fatal(err)
+	}
+	arg := binary.BigEndian.AppendUint32(nil, 0x60000) // INV_READ|INV_WRITE
+	lo := &pgproto3.FunctionCall{Function: oid, ArgFormatCodes: []uint16{1}, Arguments: [][]byte{arg}, ResultFormatCode: 1}
+	q := func(s string) []pgproto3.FrontendMessage {
+		return []pgproto3.FrontendMessage{&pgproto3.Query{String: s}}
+	}
+	for name, steps := range map[string][][]pgproto3.FrontendMessage{
+		"RESET, then lo_creat": {q("BEGIN"), q("RESET lock.fencing_token"), {lo}, q("ROLLBACK")},
+		"RESET, SELECT, then EXECUTE of a statement a function prepared": {
+			q("DO $$ BEGIN EXECUTE 'PREPARE hidden AS SELECT 1'; END $$"),
+			q("BEGIN"), q("RESET lock.fencing_token"), q("SELECT 1"), q("EXECUTE hidden"), q("ROLLBACK")},
+		"pipelined BEGIN and SET LOCAL 'café', then lo_creat": {
+			pipeline(pbe("BEGIN"), pbe("SET LOCAL application_name = 'café'"), []pgproto3.FrontendMessage{&pgproto3.Sync{}}),
+			{lo}, q("ROLLBACK")},
+	} {
+		var direct, proxied string
+		d, p := directConn(t, e), readyConn(t, e, "")
+		for _, s := range steps {
+			direct += d.transcript(1, s...) + " "
+			proxied += p.transcript(1, s...) + " "
+		}
 		if direct != proxied {
 			t.Errorf("%s: directly %s, through the proxy %s", name, direct, proxied)
 		}

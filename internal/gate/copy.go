@@ -188,8 +188,8 @@ func (s *Session) spareReady(status byte) Verdict {
 	s.txChecked = false
 	if status == 'I' {
 		s.reg.transactionEnded()
-		if s.probeIdle {
-			s.probeIdle, s.probeDue = false, true
+		if s.probeIdle || s.probeHeld {
+			s.probeIdle, s.probeHeld, s.probeDue = false, false, true
 		}
 	}
 	return Verdict{}

@@ -96,7 +96,8 @@ func mayHaveDirectives(sql string) bool {
 // mayCarryDirective reports whether text may hold a directive however the
 // server lexes it: a comment marker, and one of our keys (compared as
 // directive keys are, strings.EqualFold) followed by optional spaces and
-// '=', which the bytes show whatever is comment and whatever is literal.
+// '=' past the first comment marker, which the bytes show whatever is
+// comment and whatever is literal.
 // A text the gate cannot read, or reads under settings it is unsure of, is
 // refused where this holds (cannotAnalyse): forwarded unread, a stale
 // token in its comment would never be checked.
@@ -104,7 +105,14 @@ func mayCarryDirective(text string) bool {
 	if !mayHaveDirectives(text) {
 		return false
 	}
-	for i := 0; i < len(text); i++ {
+	// A directive is in a comment: past the first comment marker.
+	from := len(text)
+	for _, marker := range [...]string{"/*", "--"} {
+		if i := strings.Index(text, marker); i >= 0 {
+			from = min(from, i)
+		}
+	}
+	for i := from; i < len(text); i++ {
 		if text[i] != '=' {
 			continue
 		}

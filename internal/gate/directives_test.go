@@ -225,18 +225,19 @@ func TestDirectiveKeysUnicodeFold(t *testing.T) {
 // letters inside another word before '=', is no directive and need not be.
 func TestMayCarryDirectiveSeesEveryKeyBeforeAnEqualsSign(t *testing.T) {
 	for text, want := range map[string]bool{
-		"/* fencing_token=5 */ UPDATE t SET v = 1":          true,
-		"/*FENCING_TOKEN = 5*/ UPDATE t":                    true,
-		"--fencing_token=5\nUPDATE t":                       true,
-		"/* x */ SELECT 'resource\t= r'":                    true, // a literal to the proxy, maybe not to the server
-		"/* fencing_to\u212Aen=5 */ UPDATE t":               true,
-		"/* re\u017Fource=r */ UPDATE t":                    true,
-		"-- a\nUPDATE t SET my_resource = 1":                true, // "my_resource" ends with a key: a superset
-		"/* the resource and the fencing_token */ SELECT 1": false,
-		"UPDATE t SET fencing_token = 5":                    false, // no comment marker
-		"/* x */ UPDATE t SET token = 5, res = 'resource'":  false,
-		"/* fencing_token */ SELECT 1 = 1":                  false,
-		"/* fencing_tokens=5 */ SELECT 1":                   false,
+		"/* fencing_token=5 */ UPDATE t SET v = 1":               true,
+		"/*FENCING_TOKEN = 5*/ UPDATE t":                         true,
+		"--fencing_token=5\nUPDATE t":                            true,
+		"/* x */ SELECT 'resource\t= r'":                         true, // a literal to the proxy, maybe not to the server
+		"/* fencing_to\u212Aen=5 */ UPDATE t":                    true,
+		"/* re\u017Fource=r */ UPDATE t":                         true,
+		"-- a\nUPDATE t SET my_resource = 1":                     true, // "my_resource" ends with a key: a superset
+		"/* the resource and the fencing_token */ SELECT 1":      false,
+		"UPDATE t SET fencing_token = 5":                         false, // no comment marker
+		"/* x */ UPDATE t SET token = 5, res = 'resource'":       false,
+		"/* fencing_token */ SELECT 1 = 1":                       false,
+		"/* fencing_tokens=5 */ SELECT 1":                        false,
+		"SELECT * FROM acl WHERE resource = 'C:\\dir' -- lookup": false, // before the first comment marker
 	} {
 		if got := mayCarryDirective(text); got != want {
 			t.Errorf("mayCarryDirective(%q) = %v, want %v", text, got, want)

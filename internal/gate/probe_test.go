@@ -127,6 +127,18 @@ func TestAProbeWaitsUntilTheBlockHasASnapshot(t *testing.T) {
 			})
 		}
 	}
+	t.Run("a call that waits for it", func(t *testing.T) {
+		// A fast-path call takes a snapshot: the held probe goes just
+		// before it, and the call waits for its answer (not refused).
+		w := newWire(t, nil, false)
+		w.send(q("BEGIN"))
+		w.replies("CZ", 'T')
+		w.send(q("RESET lock.fencing_token"))
+		w.replies("CZ", 'T')
+		if got := w.send(Msg{Type: 'F'}); !strings.Contains(got, "~probe") || strings.Contains(got, "RAISE") {
+			t.Errorf("a fast-path call after RESET in a new block: %s, want the probe and a wait", got)
+		}
+	})
 	t.Run("after a query", func(t *testing.T) {
 		w := newWire(t, nil, false)
 		w.send(q("BEGIN"))

@@ -315,8 +315,8 @@ func (s *Session) readyForQuery(status byte, v Verdict) Verdict {
 		}
 		return Verdict{Act: Hide}
 	}
-	if status == 'I' && s.probeIdle {
-		s.probeIdle, s.probeDue = false, true
+	if status == 'I' && (s.probeIdle || s.probeHeld) {
+		s.probeIdle, s.probeHeld, s.probeDue = false, false, true
 	}
 	s.txChecked = status == 'T' && u.endsChecked
 	s.txKey = u.key

@@ -189,8 +189,12 @@ type Session struct {
 	probeIdle bool // a probe answered inside a transaction block: probe again once it ends
 	// freshBlock: the units sent so far may leave the session in a block
 	// that has taken no snapshot (unitState.blockFresh); each unit starts
-	// from it.
+	// from it. probeHeld: a probe is due but held back while freshBlock
+	// holds; it goes after the first unit that takes a snapshot, before a
+	// client message that waits for a probe (awaitProbe), which takes one
+	// right after it, or once the block ends.
 	freshBlock bool
+	probeHeld  bool
 	probesOut  int // probes sent and not yet answered
 	// unnamedFailed: a statement of a Query failed in the transaction
 	// block, which the server reported failed, and nothing has replaced
@@ -438,10 +442,10 @@ func (s *Session) awaitProbe(fresh bool) (Decision, bool) {
 	case s.probesOut > 0:
 		return Decision{Wait: true}, true
 	case !fresh:
-	case s.probeDue && s.copyPending:
+	case (s.probeDue || s.probeHeld) && s.copyPending:
 		return Decision{Wait: true}, true
-	case s.probeDue:
-		s.probeDue = false
+	case s.probeDue || s.probeHeld:
+		s.probeDue, s.probeHeld = false, false
 		return Decision{Wait: true, Before: s.probe()}, true
 	}
 	return Decision{}, false
@@ -629,13 +633,16 @@ func (s *Session) endUnit(sl slot) []pgproto3.FrontendMessage {
 	}
 	s.probeDue = s.probeDue || s.unit.probe
 	s.freshBlock = s.unit.blockFresh
+	if s.probeHeld && !s.unit.blockFresh {
+		s.probeHeld, s.probeDue = false, true
+	}
 	if s.probeDue && s.unit.blockFresh {
 		// Not as the first query of a block: it would take the block's
 		// snapshot, and SET TRANSACTION ISOLATION LEVEL would then fail
 		// (25001), or a REPEATABLE READ block would see the database as
 		// of the probe rather than of the client's first query. The
-		// session stays checked; the probe goes once the block ends.
-		s.probeDue, s.probeIdle = false, true
+		// session stays checked until the probe, held back (probeHeld).
+		s.probeDue, s.probeHeld = false, true
 	}
 	copyIn := s.unit.copyIn
 	if copyIn {
