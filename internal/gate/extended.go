@@ -399,7 +399,7 @@ func (s *Session) execute(portal string) Decision {
 		// after it for copy data (see endUnit).
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(p.text, nil)
 		opens := s.memo.mayOpenBlock(p.text)
-		s.unit.blockFresh = opens || s.unit.blockFresh && mayStayFresh(p.text)
+		s.unit.blockFresh = opens || s.unit.blockFresh && keepsBlockFresh(p.text)
 		s.unit.blockMaybe = s.unit.blockMaybe || opens
 	}
 	s.slots.push(slot{kind: slotExecute, ops: ops})

@@ -151,6 +151,73 @@ func TestAProbeWaitsUntilTheBlockHasASnapshot(t *testing.T) {
 	})
 }
 
+// A probe held in a block without a snapshot goes just before the block's
+// first statement that may take one, and that statement waits for its
+// answer: in a session with no token it is then decided as in any other
+// (not checked, not refused): a FETCH of a WITH HOLD cursor, a write and
+// PREPARE TRANSACTION after it, a statement the proxy cannot read (under
+// standard_conforming_strings off), in either protocol.
+func TestAHeldProbeGoesBeforeTheBlocksFirstQuery(t *testing.T) {
+	held := func(t *testing.T, scsOff bool) *wire {
+		w := newWire(t, nil, false)
+		if scsOff {
+			w.send(q("SET standard_conforming_strings = off"))
+			w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
+			w.replies("CZ", 'I')
+		}
+		w.send(q("DECLARE c CURSOR WITH HOLD FOR SELECT 1"))
+		w.replies("CZ", 'I')
+		w.send(q("BEGIN"))
+		w.replies("CZ", 'T')
+		if up := w.send(q("RESET ALL")); strings.Contains(up, "~probe") {
+			t.Fatalf("a probe as the block's first query: %s", up)
+		}
+		w.replies("CZ", 'T')
+		return w
+	}
+	// first sends m, which must wait behind the probe; the probe answers
+	// that no token is set, and m is sent again.
+	first := func(t *testing.T, w *wire, m Msg) string {
+		if up := w.send(m); !strings.Contains(up, "~probe") || !strings.Contains(up, "WAIT") {
+			t.Fatalf("the block's first query: %s, want the probe before it and a wait", up)
+		}
+		w.replies("3123C3Z", 'T')
+		return w.send(m)
+	}
+	unchecked := func(t *testing.T, up string) {
+		t.Helper()
+		if strings.Contains(up, "~check") || strings.Contains(up, "~raise") || strings.Contains(up, "RAISE") {
+			t.Errorf("checked or refused in a session without a token: %s", up)
+		}
+	}
+	t.Run("FETCH of a WITH HOLD cursor", func(t *testing.T) {
+		unchecked(t, first(t, held(t, false), q("FETCH 1 FROM c")))
+	})
+	t.Run("a write, then PREPARE TRANSACTION", func(t *testing.T) {
+		w := held(t, false)
+		unchecked(t, first(t, w, q("INSERT INTO t VALUES (1)")))
+		w.replies("CZ", 'T')
+		unchecked(t, w.send(q("PREPARE TRANSACTION 'x'")))
+	})
+	t.Run("extended, a text the proxy cannot read", func(t *testing.T) {
+		w := held(t, true)
+		up := first(t, w, parse("", `UPDATE t SET v = 'a\\b'`))
+		for _, m := range []Msg{bind("", ""), exec(""), syncMsg()} {
+			up += " " + w.send(m)
+		}
+		unchecked(t, up)
+	})
+	t.Run("SET and SHOW keep it held", func(t *testing.T) {
+		w := held(t, false)
+		for _, text := range []string{"SET work_mem = '8MB'", "/* app */ SHOW work_mem"} {
+			if up := w.send(q(text)); strings.Contains(up, "~probe") || strings.Contains(up, "WAIT") {
+				t.Errorf("%s: %s", text, up)
+			}
+			w.replies("CZ", 'T')
+		}
+	})
+}
+
 // Large objects in a session without a token: lo_creat, then lo_open as
 // soon as lo_creat's ReadyForQuery arrives, before the probe after it
 // answers. The second call waits for that answer rather than be refused.

@@ -71,7 +71,7 @@ func (s *Session) query(sql string) Decision {
 		// it holds the words; so does one that may open a block.
 		s.unit.copyIn = s.unit.copyIn || s.memo.mayCopyIn(sql, an.a)
 		if an.a == nil {
-			s.unit.blockFresh = s.memo.mayOpenBlock(sql) || s.unit.blockFresh && mayStayFresh(sql)
+			s.unit.blockFresh = s.memo.mayOpenBlock(sql) || s.unit.blockFresh && keepsBlockFresh(sql)
 		}
 	}
 	after := s.endUnit(sl)

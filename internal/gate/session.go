@@ -347,6 +347,9 @@ func (s *Session) Client(m Msg) Decision {
 	if s.trustUnknown(m.Type) {
 		return Decision{Wait: true}
 	}
+	if d, ok := s.releaseHeld(&m); ok {
+		return d
+	}
 	pre := s.probeFirst(m.Type)
 	d := s.client(&m)
 	if pre != nil {
@@ -577,18 +580,77 @@ func staysFresh(k Kind) bool {
 	return false
 }
 
-// mayStayFresh reports, for a text the gate did not analyse, whether the
-// block may still have no snapshot after it: unless the text plainly
-// starts with a query (SELECT, INSERT, UPDATE, DELETE, MERGE, WITH, VALUES,
-// TABLE), it may be SHOW, LOCK or another statement that takes none.
-func mayStayFresh(text string) bool {
-	text = strings.TrimLeft(text, " \t\n\r\f\v(")
-	for _, w := range [...]string{"select", "insert", "update", "delete", "merge", "with", "values", "table"} {
+// keepsBlockFresh reports whether text plainly starts with a statement
+// that takes no snapshot (SET, RESET, SHOW, BEGIN, START, SAVEPOINT,
+// RELEASE) or ends the block (COMMIT, ROLLBACK, END, ABORT), past blanks,
+// comments and parentheses: a text the gate did not analyse keeps a block
+// without a snapshot so (unitState.blockFresh), and a held probe waits
+// past it (releaseHeld). Any other text may take the block's snapshot.
+func keepsBlockFresh(text string) bool {
+	text = skipBlanksAndComments(text)
+	for _, w := range [...]string{"set", "reset", "show", "begin", "start", "savepoint", "release", "commit", "rollback", "end", "abort"} {
 		if hasFoldAt(text, 0, w) && isStartWordAt(text, 0, len(w)) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+// skipBlanksAndComments returns text past its leading blanks, '(' and
+// comments (nested, as the server nests them); a comment without its end
+// leaves nothing.
+func skipBlanksAndComments(text string) string {
+	for {
+		text = strings.TrimLeft(text, " \t\n\r\f\v(")
+		switch {
+		case strings.HasPrefix(text, "--"):
+			i := strings.IndexAny(text, "\n\r")
+			if i < 0 {
+				return ""
+			}
+			text = text[i:]
+		case strings.HasPrefix(text, "/*"):
+			depth, i := 1, 2
+			for depth > 0 && i < len(text) {
+				switch {
+				case strings.HasPrefix(text[i:], "/*"):
+					depth, i = depth+1, i+2
+				case strings.HasPrefix(text[i:], "*/"):
+					depth, i = depth-1, i+2
+				default:
+					i++
+				}
+			}
+			if depth > 0 {
+				return ""
+			}
+			text = text[i:]
+		default:
+			return text
+		}
+	}
+}
+
+// releaseHeld sends a held probe (probeHeld) before a client message that
+// begins a unit which may take the block's snapshot, and holds the message
+// until its answer: the probe takes the snapshot just before the client's
+// statement would, and the statement is decided knowing whether a token is
+// set, as it would have been with the probe sent at once.
+func (s *Session) releaseHeld(m *Msg) (Decision, bool) {
+	if !s.probeHeld || s.unit.open || s.extOpen || s.copyActive || s.copyPending {
+		return Decision{}, false
+	}
+	switch m.Type {
+	case 'Q', 'P':
+		if keepsBlockFresh(m.Text) {
+			return Decision{}, false
+		}
+	case 'B', 'E', 'F':
+	default:
+		return Decision{}, false
+	}
+	s.probeHeld = false
+	return Decision{Wait: true, Before: s.probe()}, true
 }
 
 // savepointTrust is a savepoint and the trust when it was taken.
