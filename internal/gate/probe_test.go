@@ -5,17 +5,24 @@ import (
 	"testing"
 )
 
-// blockProbedEmpty returns a session whose token 42 a SET LOCAL after a
-// savepoint cleared, and whose probe after CALL, answered inside the
-// block, found none: the session holds no token until the block ends or
-// rolls back to the savepoint (maybeAtEnd), which brings 42 back.
-func blockProbedEmpty(t *testing.T, scsOff bool) *wire {
+// plainWire returns a session without a token, idle, with
+// standard_conforming_strings off when scsOff.
+func plainWire(t *testing.T, scsOff bool) *wire {
 	w := newWire(t, nil, false)
 	if scsOff {
 		w.send(q("SET standard_conforming_strings = off"))
 		w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
 		w.replies("CZ", 'I')
 	}
+	return w
+}
+
+// blockProbedEmpty returns a session whose token 42 a SET LOCAL after a
+// savepoint cleared, and whose probe after CALL, answered inside the
+// block, found none: the session holds no token until the block ends or
+// rolls back to the savepoint (maybeAtEnd), which brings 42 back.
+func blockProbedEmpty(t *testing.T, scsOff bool) *wire {
+	w := plainWire(t, scsOff)
 	w.send(q("SET lock.fencing_token = '42'"))
 	w.replies("CZ", 'I')
 	for _, s := range []string{"BEGIN", "SAVEPOINT a", "SET LOCAL lock.fencing_token = ''"} {
@@ -130,21 +137,13 @@ func TestAProbeWaitsUntilTheBlockHasASnapshot(t *testing.T) {
 	t.Run("a call that waits for it", func(t *testing.T) {
 		// A fast-path call takes a snapshot: the held probe goes just
 		// before it, and the call waits for its answer (not refused).
-		w := newWire(t, nil, false)
-		w.send(q("BEGIN"))
-		w.replies("CZ", 'T')
-		w.send(q("RESET lock.fencing_token"))
-		w.replies("CZ", 'T')
+		w := inBlock(t, "RESET lock.fencing_token")
 		if got := w.send(Msg{Type: 'F'}); !strings.Contains(got, "~probe") || strings.Contains(got, "RAISE") {
 			t.Errorf("a fast-path call after RESET in a new block: %s, want the probe and a wait", got)
 		}
 	})
 	t.Run("after a query", func(t *testing.T) {
-		w := newWire(t, nil, false)
-		w.send(q("BEGIN"))
-		w.replies("CZ", 'T')
-		w.send(q("SELECT 1"))
-		w.replies("TDCZ", 'T')
+		w := inBlock(t, "SELECT 1")
 		if got := w.send(q("RESET ALL")); !strings.Contains(got, "~probe") {
 			t.Errorf("no probe after RESET ALL in a block that has its snapshot: %s", got)
 		}
@@ -159,12 +158,7 @@ func TestAProbeWaitsUntilTheBlockHasASnapshot(t *testing.T) {
 // standard_conforming_strings off), in either protocol.
 func TestAHeldProbeGoesBeforeTheBlocksFirstQuery(t *testing.T) {
 	held := func(t *testing.T, scsOff bool) *wire {
-		w := newWire(t, nil, false)
-		if scsOff {
-			w.send(q("SET standard_conforming_strings = off"))
-			w.s.Server(Reply{Type: 'S', Param: "standard_conforming_strings", Value: "off"})
-			w.replies("CZ", 'I')
-		}
+		w := plainWire(t, scsOff)
 		w.send(q("DECLARE c CURSOR WITH HOLD FOR SELECT 1"))
 		w.replies("CZ", 'I')
 		w.send(q("BEGIN"))
