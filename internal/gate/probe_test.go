@@ -201,6 +201,14 @@ func TestAHeldProbeGoesBeforeTheBlocksFirstQuery(t *testing.T) {
 		}
 		unchecked(t, up)
 	})
+	t.Run("extended, a batch that begins with a Close", func(t *testing.T) {
+		w := held(t, false)
+		up := first(t, w, Msg{Type: 'C', Object: 'S', Name: "S_gone"})
+		for _, m := range []Msg{parse("", "FETCH 1 FROM c"), bind("", ""), exec(""), syncMsg()} {
+			up += " " + w.send(m)
+		}
+		unchecked(t, up)
+	})
 	t.Run("SET and SHOW keep it held", func(t *testing.T) {
 		w := held(t, false)
 		for _, text := range []string{"SET work_mem = '8MB'", "/* app */ SHOW work_mem"} {

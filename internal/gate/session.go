@@ -645,7 +645,11 @@ func (s *Session) releaseHeld(m *Msg) (Decision, bool) {
 		if keepsBlockFresh(m.Text) {
 			return Decision{}, false
 		}
-	case 'B', 'E', 'F':
+	case 'B', 'E', 'F', 'C', 'D':
+		// A Close or Describe takes no snapshot, but the probe cannot go
+		// later in the unit it begins (its Sync would end the client's
+		// sequence): drivers begin a batch with the Close of a statement
+		// they dropped (pgjdbc), and a query follows.
 	default:
 		return Decision{}, false
 	}
