@@ -66,7 +66,15 @@
 // a Sync) only where the server reads the next message as a message: never
 // behind a unit that may have started COPY … FROM STDIN, where the server
 // would take it for copy data. It then waits for the next unit's end; the
-// session stays checked meanwhile, so waiting never skips a check.
+// session stays checked meanwhile, so waiting never skips a check. Nor is
+// it a transaction block's first query while the block has taken no
+// snapshot (Session.freshBlock): it is held (probeHeld) and goes right
+// before the unit that may take one (releaseHeld), which waits for it.
+//
+// A text gate cannot read (lexing unsure, parse error) passes unread with a
+// probe behind it only in a session without fencing and only when it
+// cannot carry a directive (mayCarryDirective); the probe reads settings,
+// never comments.
 //
 // In COPY-in mode the server ignores the client's Sync and Flush (libpq's
 // PQexecParams sends a Sync behind the Execute of a COPY FROM STDIN, and
