@@ -126,6 +126,14 @@ type Config struct {
 	// user) for one transaction at a time. PgBouncer's pool_mode. The other
 	// pool keys only count in transaction mode.
 	PoolMode string `yaml:"pool_mode"`
+	// ServerReuse, in session mode, has the proxy authenticate clients
+	// itself (AuthType, AuthFile) and give a server connection a client
+	// left idle to the next client of the same database, user and startup
+	// parameters, reset with DISCARD ALL, as PgBouncer's session mode
+	// does (default false: each client's login goes to the server, on a
+	// new connection). ServerIdleTimeout and ServerLifetime bound the
+	// connections kept.
+	ServerReuse bool `yaml:"server_reuse"`
 	// PoolSize bounds the server connections per (database, user)
 	// (default 20; PgBouncer's default_pool_size).
 	PoolSize int `yaml:"pool_size"`
@@ -463,6 +471,12 @@ func (c *Config) validatePool(p *problems) {
 	}
 	if c.PoolMode == "transaction" && c.AuthFile == "" && (err != nil || method != clientauth.Trust) {
 		p.add("pool_mode", "auth_file", "required with pool_mode: transaction unless auth_type is trust: the proxy authenticates clients itself")
+	}
+	if c.ServerReuse && c.PoolMode == "transaction" {
+		p.add("server_reuse", "server_reuse", "applies to pool_mode: session (transaction mode always shares server connections)")
+	}
+	if c.ServerReuse && c.PoolMode == "session" && c.AuthFile == "" && (err != nil || method != clientauth.Trust) {
+		p.add("server_reuse", "auth_file", "required with server_reuse unless auth_type is trust: the proxy authenticates clients itself")
 	}
 }
 

@@ -15,7 +15,7 @@ const configUsage = `Usage: fenceproxy config check FILE
 Checks the configuration serve would run with: FILE over the defaults, then
 the environment (FENCEPROXY_*), the secret files (admin_dsn_file,
 admin_token_file), the TLS files (tls_cert, tls_key, upstream_ca) and, with
-pool_mode: transaction, auth_file. It prints every problem, each with the
+pool_mode: transaction or server_reuse, auth_file. It prints every problem, each with the
 file and line it comes from, and exits 1; or prints "FILE: ok" and exits 0.
 It opens no port and no connection.
 fenceproxy serve --check [FILE] [flags] checks the same with serve's flags.

@@ -88,6 +88,7 @@ func keepRestartSettings(next *config.Config, cur config.Config) []string {
 	keep(&kept, "guard_verify", &next.GuardVerify, cur.GuardVerify)
 	// A Server has its pool, or none, for life.
 	keep(&kept, "pool_mode", &next.PoolMode, cur.PoolMode)
+	keep(&kept, "server_reuse", &next.ServerReuse, cur.ServerReuse)
 	keep(&kept, "analysis_cache_bytes", &next.AnalysisCacheBytes, cur.AnalysisCacheBytes) // the analyzer outlives reloads
 	return kept
 }

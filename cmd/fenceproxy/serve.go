@@ -220,16 +220,23 @@ func serverConfig(cfg config.Config, analyzer *gate.Analyzer) (pcfg pgwire.Confi
 	if _, err := tlsSettings(cfg, &pcfg); err != nil {
 		return pcfg, nil, err
 	}
-	pcfg.Pool, warning, err = poolConfig(cfg)
+	pc, warning, err := poolConfig(cfg)
+	if cfg.PoolMode == "transaction" {
+		pcfg.Pool = pc
+	} else {
+		pcfg.Reuse = pc
+	}
 	return pcfg, warning, err
 }
 
-// poolConfig returns transaction pool mode's settings, with auth_file
-// loaded (read again on every call, so a reload sees new users); nil in
-// session mode. warning is clientauth.Load's: the file is readable by group
-// or others. With auth_type trust and no auth_file, Auth is nil.
+// poolConfig returns the settings of a proxy that authenticates its
+// clients, transaction pool mode or session mode with server_reuse, with
+// auth_file loaded (read again on every call, so a reload sees new users);
+// nil in session mode without server_reuse. warning is clientauth.Load's:
+// the file is readable by group or others. With auth_type trust and no
+// auth_file, Auth is nil.
 func poolConfig(cfg config.Config) (pc *pgwire.PoolConfig, warning, err error) {
-	if cfg.PoolMode != "transaction" {
+	if cfg.PoolMode != "transaction" && !cfg.ServerReuse {
 		return nil, nil, nil
 	}
 	method, err := clientauth.ParseMethod(cfg.AuthType)

@@ -34,6 +34,9 @@ type upstreamKey struct {
 	// pooled: a session in transaction pool mode, whose backend is the
 	// one lent to it when the cancel arrives (none: nothing to cancel).
 	pooled *session
+	// reused: a session under Config.Reuse, whose backend may serve
+	// another client once the session is over.
+	reused *reusedConn
 }
 
 func newCancelRegistry() cancelRegistry {

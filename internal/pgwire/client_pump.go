@@ -83,6 +83,14 @@ func (s *session) clientReadFailed(err error) error {
 // upstream failed; errWaitSettled (event loop only) means the message must
 // be read again once gate has settled.
 func (s *session) clientStep(typ byte, n int, relayed *byteCount) (stop bool, err error) {
+	if typ == 'X' && s.reused != nil {
+		// Not forwarded: the server connection may serve the next
+		// client (reuse.go).
+		s.terminated.Store(true)
+		s.cr.discard(n)
+		s.uw.Flush()
+		return true, nil
+	}
 	if err := s.clientMessage(typ, n); err != nil {
 		var ce *clientError
 		switch {

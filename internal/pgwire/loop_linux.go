@@ -727,13 +727,31 @@ func (lp *looped) closeSockets() {
 		lp.closePooled()
 		return
 	}
-	if lp.deliver {
+	switch {
+	case lp.deliver && lp.keepsUpstream():
+		lp.s.reused.fd = lp.ufd // reset for the next client (releaseReused)
+	case lp.deliver:
 		closeWriting(lp.ufd, lp.usink.pending)
-	} else {
+	default:
 		closeFD(lp.ufd)
 	}
 	closeWriting(lp.cfd, lp.csink.pending)
 	lp.release()
+}
+
+// keepsUpstream reports whether the server connection of a session whose
+// client left may serve the next client (Config.Reuse): the session left
+// it idle (reusable), and the loop holds nothing of it unsent or unread,
+// nor saw its end.
+func (lp *looped) keepsUpstream() bool {
+	s := lp.s
+	if s.reused == nil || lp.upstreamDown || lp.usrc.hup || len(lp.usink.pending) > 0 || lp.usrc.buffered() > 0 || !s.ur.idle() {
+		return false
+	}
+	if rx := lp.usrc.rx; rx != nil && rx.err != nil {
+		return false
+	}
+	return s.reusable()
 }
 
 // closeWriting closes fd, after pending is written to it (finishWrite, on

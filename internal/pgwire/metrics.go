@@ -21,6 +21,7 @@ type metrics struct {
 	bytesUpstream prometheus.Counter
 	relays        *prometheus.CounterVec // sessions relayed, by relay
 	loopLeaves    *prometheus.CounterVec // sessions that left the event loop, by reason
+	serverReuse   *prometheus.CounterVec // session mode's server connections, by event (reuse.go)
 
 	refusalLogSuppressed prometheus.Counter
 	checkSeconds         prometheus.Histogram // an injected check's added latency
@@ -49,6 +50,15 @@ const (
 	leaveUpstreamTLS  = "upstream_tls" // transaction pool mode: a lent connection over TLS
 )
 
+// What becomes of session mode's server connections under server_reuse,
+// for fenceproxy_server_reuse_total.
+const (
+	reuseOpened = "opened" // a client got a new server connection
+	reuseReused = "reused" // a client got one an earlier client left
+	reuseKept   = "kept"   // a client left it idle, and it was reset for the next
+	reuseClosed = "closed" // a client left it otherwise, or the reset failed
+)
+
 // fenceCodes are the SQLSTATEs counted by name in
 // fenceproxy_fence_refusals_total; any other error of an injected statement
 // counts as "other".
@@ -64,6 +74,7 @@ var (
 	failReasons = []string{failUpstreamConnect, failUpstreamLost, failTooMany, failProtocol, failReplication, failPoolWait}
 	relayNames  = []string{relayLoop, relayGoroutines}
 	leaveNames  = []string{leaveLargeMessage, leaveLongText, leaveSlowMessage, leaveUpstreamTLS}
+	reuseEvents = []string{reuseOpened, reuseReused, reuseKept, reuseClosed}
 )
 
 // Histogram buckets, in seconds. A check is a round trip to PostgreSQL
@@ -120,6 +131,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "fenceproxy_event_loop_leaves_total",
 			Help: "Sessions that left the event loop for the goroutine relay, by reason: large_message (over the 32 KiB buffer), long_text (a Query or Parse text over 4 KiB), slow_message (a client message took over 20 ms to parse).",
 		}, []string{"reason"}),
+		serverReuse: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenceproxy_server_reuse_total",
+			Help: "Server connections of session mode with server_reuse, by event: opened (a client got a new one), reused (a client got one an earlier client left), kept (a client left it idle and DISCARD ALL reset it for the next), closed (a client left it otherwise, or the reset failed).",
+		}, []string{"event"}),
 		refusalLogSuppressed: f.NewCounter(prometheus.CounterOpts{
 			Name: "fenceproxy_refusal_log_suppressed_total",
 			Help: "Refusal log lines not written because of the refusal log's rate limit (refusal_log_rate, refusal_log_burst).",
@@ -147,6 +162,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, r := range leaveNames {
 		m.loopLeaves.WithLabelValues(r)
+	}
+	for _, e := range reuseEvents {
+		m.serverReuse.WithLabelValues(e)
 	}
 	return m
 }

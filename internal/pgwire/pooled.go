@@ -185,7 +185,7 @@ func (s *session) runPooled(startup *pgproto3.StartupMessage) {
 			return
 		}
 	}
-	if err := s.authenticate(user); err != nil {
+	if err := s.authenticate(s.cfg.Pool, user); err != nil {
 		s.log.Info("client authentication failed", "user", user, "err", err)
 		return
 	}
@@ -251,10 +251,9 @@ func (s *session) relayLendings(first *lending) {
 	}
 }
 
-// authenticate verifies the client is user, as the pool's AuthMethod
-// says against its Auth file; trust with no file lets every user in.
-func (s *session) authenticate(user string) error {
-	pc := s.cfg.Pool
+// authenticate verifies the client is user, as pc's AuthMethod says
+// against its Auth file; trust with no file lets every user in.
+func (s *session) authenticate(pc *PoolConfig, user string) error {
 	if pc.Auth == nil {
 		if pc.AuthMethod != clientauth.Trust {
 			s.sendClient(fatal(codeInvalidPassword, `password authentication failed for user "`+user+`"`))

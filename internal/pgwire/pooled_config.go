@@ -70,10 +70,27 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // newPool returns the pool of transaction pool mode for cfg (cfg.Pool set).
-// It logs in to the server as each client's user with the plain password
-// cfg.Pool.Auth has for it, or none, over TLS as cfg.UpstreamTLS says.
 func newPool(cfg *Config, onWait func(pool.Key, time.Duration, bool)) *pool.Pool {
 	pc := cfg.Pool
+	p, err := pool.New(pool.Config{
+		Dial:        loopDial(cfg, poolDial(cfg, pc)),
+		Size:        pc.size(),
+		WaitTimeout: orDefault(pc.WaitTimeout, DefaultPoolWaitTimeout),
+		IdleTimeout: orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
+		Lifetime:    orDefault(pc.Lifetime, DefaultPoolLifetime),
+		DialTimeout: cfg.dialTimeout(),
+		OnWait:      onWait,
+	})
+	if err != nil {
+		panic("pgwire: " + err.Error()) // every setting above is valid
+	}
+	return p
+}
+
+// poolDial returns how a pool of pc opens server connections: it logs in
+// to the server as each client's user with the plain password pc.Auth has
+// for it, or none, over TLS as cfg.UpstreamTLS says.
+func poolDial(cfg *Config, pc *PoolConfig) pool.DialFunc {
 	d := &pool.Dialer{Addr: cfg.Upstream, Password: func(k pool.Key) (string, error) {
 		if pc.Auth == nil {
 			return "", nil
@@ -103,19 +120,7 @@ func newPool(cfg *Config, onWait func(pool.Key, time.Duration, bool)) *pool.Pool
 			}
 		}
 	}
-	p, err := pool.New(pool.Config{
-		Dial:        loopDial(cfg, dial),
-		Size:        pc.size(),
-		WaitTimeout: orDefault(pc.WaitTimeout, DefaultPoolWaitTimeout),
-		IdleTimeout: orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
-		Lifetime:    orDefault(pc.Lifetime, DefaultPoolLifetime),
-		DialTimeout: cfg.dialTimeout(),
-		OnWait:      onWait,
-	})
-	if err != nil {
-		panic("pgwire: " + err.Error()) // every setting above is valid
-	}
-	return p
+	return dial
 }
 
 // pooledFencing returns f with Pooled set, for a Server in transaction
@@ -127,7 +132,8 @@ func pooledFencing(f *gate.Config) *gate.Config {
 }
 
 // reloadPool returns the pool settings in force after a reload from cur to
-// next: cur's, with next's client authentication; none in session mode.
+// next: cur's, with next's client authentication; none when cur is none
+// (Config.Pool or Config.Reuse, each fixed for the Server's life).
 func reloadPool(cur, next *PoolConfig) *PoolConfig {
 	if cur == nil {
 		return nil
@@ -139,9 +145,12 @@ func reloadPool(cur, next *PoolConfig) *PoolConfig {
 	return &p
 }
 
-// closePool closes the pool's idle server connections, if there is a pool.
+// closePool closes the pool's idle server connections, if there is a
+// pool, and those session mode kept (Config.Reuse).
 func (s *Server) closePool() {
-	if s.pool != nil {
-		s.pool.Close()
+	for _, p := range []*pool.Pool{s.pool, s.reuse} {
+		if p != nil {
+			p.Close()
+		}
 	}
 }

@@ -80,6 +80,14 @@ type Config struct {
 	// Pool, when non-nil, is transaction pool mode (PoolConfig); nil is
 	// session mode: one upstream connection per client, for its life.
 	Pool *PoolConfig
+	// Reuse, when non-nil in session mode, has the proxy authenticate
+	// clients itself (its AuthMethod and Auth) and give a server
+	// connection a client left idle to the next client of the same
+	// database, user and startup parameters, reset with DISCARD ALL
+	// (reuse.go); its IdleTimeout and Lifetime bound the connections
+	// kept, its Size and WaitTimeout are unused. Nil opens a server
+	// connection for each client, which authenticates to the server.
+	Reuse *PoolConfig
 }
 
 func (c *Config) eventLoop() bool { return !c.GoroutineRelay }
@@ -159,7 +167,8 @@ type Server struct {
 	refusals  *refusalLimiter // the refusal log's rate limit
 	resources resourceTable   // resources refused, for the admin view
 
-	pool *pool.Pool // transaction pool mode (Config.Pool), else nil
+	pool  *pool.Pool // transaction pool mode (Config.Pool), else nil
+	reuse *pool.Pool // session mode's kept server connections (Config.Reuse), else nil
 	// statements holds the server names of the pooled clients'
 	// statements that still exist for their clients (pooled_setup.go);
 	// nextStatement numbers them.
@@ -192,6 +201,10 @@ func NewServer(cfg Config) *Server {
 	if cfg.Pool != nil {
 		cfg.Fencing = pooledFencing(cfg.Fencing)
 		s.pool = newPool(&cfg, pm.onWait)
+	} else if cfg.Reuse != nil {
+		s.reuse = newReusePool(&cfg)
+	} else {
+		cfg.Reuse = nil
 	}
 	s.live.Store(&cfg)
 	return s
@@ -216,6 +229,7 @@ func (s *Server) Reload(cfg Config) {
 		cfg.Fencing = &gate.Config{Analyzer: cur.Fencing.Analyzer}
 	}
 	cfg.Pool = reloadPool(cur.Pool, cfg.Pool)
+	cfg.Reuse = reloadPool(cur.Reuse, cfg.Reuse)
 	if cfg.Pool != nil {
 		cfg.Fencing = pooledFencing(cfg.Fencing)
 	}

@@ -88,6 +88,7 @@ type session struct {
 	info sessionInfo // for the admin view (admin.go)
 
 	pooled *pooledState // transaction pool mode (pooled.go); nil in session mode
+	reused *reusedConn  // session mode with Config.Reuse (reuse.go); else nil
 
 	checkSent atomic.Int64 // unix ns when the check awaiting its reply went upstream, 0: none (metrics.go)
 
@@ -228,6 +229,10 @@ func (s *session) run(ctx context.Context) {
 	}
 	if s.cfg.Pool != nil {
 		s.runPooled(startup)
+		return
+	}
+	if s.cfg.Reuse != nil {
+		s.runReusing(startup)
 		return
 	}
 	if err := s.timedConnect(startup); err != nil {

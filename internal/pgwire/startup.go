@@ -83,6 +83,12 @@ func (s *session) cancel(req *pgproto3.CancelRequest) {
 		}
 		defer done()
 	}
+	if up.reused != nil {
+		if !up.reused.cancelling() {
+			return // the session is over: the backend may be another client's
+		}
+		defer up.reused.cancels.Done()
+	}
 	if err := forwardCancel(up, s.cfg.dialTimeout()); err != nil {
 		s.log.Warn("forward cancel request", "err", err)
 	}

@@ -157,6 +157,9 @@ func (s *session) upstreamMessage(typ byte, n int) (closing bool, err error) {
 		if s.pooled != nil {
 			s.paramReported(r.Param, r.Value)
 		}
+		if s.reused != nil {
+			s.reused.c.Params[r.Param] = r.Value // what the next client is told (reuse.go)
+		}
 	}
 	if v.Check && v.Act != gate.Replace {
 		s.checkReplied(v)

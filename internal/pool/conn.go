@@ -63,7 +63,8 @@ type Dialer struct {
 	// Password returns the password for key; nil or "" means none (trust).
 	Password func(key Key) (string, error)
 	// RuntimeParams are sent in the startup message (e.g.
-	// application_name); the key's database and user are added.
+	// application_name); the key's database, user and Startup parameters
+	// are added (Startup's win).
 	RuntimeParams map[string]string
 }
 
@@ -132,6 +133,9 @@ func (d *Dialer) config(key Key) (*pgconn.Config, error) {
 	cfg.ConnectTimeout = 0 // the pool's DialTimeout and the caller's ctx bound it
 	cfg.RuntimeParams = make(map[string]string, len(d.RuntimeParams))
 	for k, v := range d.RuntimeParams {
+		cfg.RuntimeParams[k] = v
+	}
+	for k, v := range startupParams(key.Startup) {
 		cfg.RuntimeParams[k] = v
 	}
 	return cfg, nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -17,9 +19,39 @@ var ErrWaitTimeout = errors.New("pool: no server connection within the wait time
 var ErrClosed = errors.New("pool: closed")
 
 // Key names one pool: server connections are shared only between clients
-// with the same database and user.
+// with the same database and user, and the same other startup parameters.
 type Key struct {
 	Database, User string
+	// Startup is the other startup parameters the server connection is
+	// opened with, in StartupKey's form; "" for none.
+	Startup string
+}
+
+// StartupKey returns params, less user and database, in one string that is
+// the same for the same parameters (names sorted; a NUL after each name
+// and value, which neither can hold): a Key's Startup.
+func StartupKey(params map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if k == "user" || k == "database" {
+			continue
+		}
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(params[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// startupParams returns the parameters a Startup string holds.
+func startupParams(startup string) map[string]string {
+	params := map[string]string{}
+	parts := strings.Split(startup, "\x00")
+	for i := 0; i+1 < len(parts); i += 2 {
+		params[parts[i]] = parts[i+1]
+	}
+	return params
 }
 
 func (k Key) String() string { return k.User + "@" + k.Database }

@@ -1,0 +1,307 @@
+package integration
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/integration/harness"
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
+	"github.com/fenceproxy/fenceproxy/internal/pgwire"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// reuseEnv is newFencedEnv's database behind a proxy in session mode with
+// server connection reuse (pgwire.Config.Reuse), clients let in by trust;
+// accounts requires a token for resource acct/1.
+type reuseEnv struct {
+	*env
+	reg *prometheus.Registry
+}
+
+// The event loops a reusing proxy can relay with.
+var reuseLoops = map[string]bool{"io_uring": false, "epoll": true}
+
+func newReuseEnv(t *testing.T, epoll bool) *reuseEnv {
+	t.Helper()
+	e := newFencedEnv(t, nil) // its database and fence store; its own proxy is not used
+	reg := prometheus.NewRegistry()
+	fencing := &gate.Config{Analyzer: gate.NewAnalyzer(1024), Tables: map[gate.TableRef]gate.Protection{
+		{Schema: "public", Name: "accounts"}: {Resource: "acct/1", RequireToken: true},
+	}}
+	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: e.pg.Addr(), Fencing: fencing, Metrics: reg, EpollLoop: epoll,
+		Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.Trust}})
+	return &reuseEnv{env: e, reg: reg}
+}
+
+// reuses returns fenceproxy_server_reuse_total for event.
+func (e *reuseEnv) reuses(t *testing.T, event string) int {
+	t.Helper()
+	families, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "fenceproxy_server_reuse_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == event {
+				return int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	t.Fatalf("no fenceproxy_server_reuse_total{event=%q}", event)
+	return 0
+}
+
+// settle waits until the proxy has kept or closed n server connections in
+// all: a client's leaving is handled after the client is gone.
+func (e *reuseEnv) settle(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.reuses(t, "kept")+e.reuses(t, "closed") < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy did not handle %d leaving clients (kept %d, closed %d)", n, e.reuses(t, "kept"), e.reuses(t, "closed"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func backendPID(t *testing.T, c *pgx.Conn) int {
+	t.Helper()
+	var pid int
+	if err := c.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// TestSessionModeReusesAServerConnectionAClientLeftIdle: the next client
+// of the same database, user and startup parameters gets the backend an
+// earlier client left, in every protocol mode, and the client is told the
+// backend's PID.
+func TestSessionModeReusesAServerConnectionAClientLeftIdle(t *testing.T) {
+	for loop, epoll := range reuseLoops {
+		t.Run(loop, func(t *testing.T) {
+			e := newReuseEnv(t, epoll)
+			pids := map[int]bool{}
+			i := 0
+			for name, mode := range modes {
+				c := connect(t, e.viaProxy(), mode)
+				pid := backendPID(t, c)
+				if told := int(c.PgConn().PID()); told != pid {
+					t.Errorf("%s: the client was told PID %d, its backend is %d", name, told, pid)
+				}
+				mustExec(t, c, "SELECT $1::int", 1)
+				pids[pid] = true
+				c.Close(t.Context())
+				i++
+				e.settle(t, i)
+			}
+			if len(pids) != 1 || e.reuses(t, "opened") != 1 || e.reuses(t, "reused") != 2 || e.reuses(t, "kept") != 3 {
+				t.Errorf("backends %v; opened %d, reused %d, kept %d; want one backend, opened once, reused twice, kept 3 times",
+					pids, e.reuses(t, "opened"), e.reuses(t, "reused"), e.reuses(t, "kept"))
+			}
+		})
+	}
+}
+
+// TestAReusedServerConnectionKeepsNothingOfTheLastClient: whatever the
+// last client set or left at session level (a fencing token and resource
+// set every way, settings, prepared statements, cursors, temporary tables,
+// advisory locks, LISTEN) is gone for the next one: a write without a
+// token is refused as in a new session, a stale one too.
+func TestAReusedServerConnectionKeepsNothingOfTheLastClient(t *testing.T) {
+	for loop, epoll := range reuseLoops {
+		t.Run(loop, func(t *testing.T) {
+			e := newReuseEnv(t, epoll)
+			a := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+			for _, sql := range []string{
+				"SET lock.fencing_token = 42",
+				"SET lock.resource = 'acct/1'",
+				"UPDATE accounts SET balance = balance + 1 WHERE id = 1",
+				"SELECT set_config('lock.fencing_token', '43', false)",
+				"SET application_name = 'holder-a'",
+				"SET search_path = pg_catalog",
+				"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+				"PREPARE p AS SELECT 1",
+				"CREATE TEMP TABLE scratch (x int)",
+				"SELECT pg_advisory_lock(7)",
+				"LISTEN jobs",
+				"BEGIN", "DECLARE held CURSOR WITH HOLD FOR SELECT 1", "COMMIT",
+			} {
+				mustExec(t, a, sql)
+			}
+			pid := backendPID(t, a)
+			a.Close(t.Context())
+			e.settle(t, 1)
+
+			b := connect(t, e.viaProxy(), pgx.QueryExecModeSimpleProtocol)
+			if got := backendPID(t, b); got != pid {
+				t.Fatalf("B has backend %d, A had %d: not reused, nothing tested", got, pid)
+			}
+			if app := b.PgConn().ParameterStatus("application_name"); app == "holder-a" {
+				t.Errorf("B was told application_name %q, A's SET", app)
+			}
+			var leftovers string
+			err := b.QueryRow(t.Context(), `SELECT concat_ws(',',
+				nullif(current_setting('lock.fencing_token', true), ''),
+				nullif(current_setting('lock.resource', true), ''),
+				nullif(current_setting('application_name'), ''),
+				CASE WHEN current_setting('search_path') = 'pg_catalog' THEN 'search_path' END,
+				CASE WHEN current_setting('transaction_isolation') <> 'read committed' THEN 'isolation' END,
+				(SELECT 'prepared' FROM pg_prepared_statements LIMIT 1),
+				(SELECT 'cursor' FROM pg_cursors LIMIT 1),
+				CASE WHEN to_regclass('pg_temp.scratch') IS NOT NULL THEN 'temp table' END,
+				(SELECT 'advisory lock' FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() LIMIT 1),
+				(SELECT 'listen' FROM pg_listening_channels() LIMIT 1))`).Scan(&leftovers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if leftovers != "" {
+				t.Errorf("B's session holds A's %s", leftovers)
+			}
+			_, err = b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+			wantCode(t, err, "55Z02")
+			mustExec(t, b, "SET lock.fencing_token = 41")
+			_, err = b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+			wantCode(t, err, "55Z01")
+			if got, m := e.balance(t), e.mark(t, "acct/1"); got != 1 || m != 43 {
+				t.Errorf("balance %d, mark %d; want A's 1 and 43 (A's statements after its set_config)", got, m)
+			}
+		})
+	}
+}
+
+// TestAServerConnectionIsReusedOnlyForTheSameStartupParameters: startup
+// parameters are the session's defaults (RESET goes back to them), a
+// fencing token among them: a client without one never gets a backend a
+// client with one left, and a client with the same ones does.
+func TestAServerConnectionIsReusedOnlyForTheSameStartupParameters(t *testing.T) {
+	e := newReuseEnv(t, false)
+	tokened := map[string]string{"user": pgcluster.Superuser, "database": e.db, "options": "-c lock.fencing_token=42 -c lock.resource=acct/1"}
+	a := openWire(t, e.proxy.Addr, tokened)
+	a.query("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+	a.send(&pgproto3.Terminate{})
+	a.flush()
+	e.settle(t, 1)
+
+	plain := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	if pid := backendPID(t, plain); pid == int(a.key.ProcessID) {
+		t.Fatalf("a client without startup options got backend %d, whose default token is 42", pid)
+	}
+	_, err := plain.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+	wantCode(t, err, "55Z02")
+
+	again := openWire(t, e.proxy.Addr, tokened)
+	if again.key.ProcessID != a.key.ProcessID {
+		t.Errorf("the same startup parameters got backend %d, not %d", again.key.ProcessID, a.key.ProcessID)
+	}
+	again.query("RESET ALL")
+	again.query("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+	if got, m := e.balance(t), e.mark(t, "acct/1"); got != 2 || m != 42 {
+		t.Errorf("balance %d, mark %d; want 2 (two writes with the startup token) and 42", got, m)
+	}
+}
+
+// TestAServerConnectionLeftBusyIsNotReused: a client that leaves inside a
+// transaction, in the middle of an extended-protocol sequence, of a COPY
+// or of a query leaves its backend to end: the next client gets another,
+// and nothing of the unfinished transaction, sequence or COPY lands.
+func TestAServerConnectionLeftBusyIsNotReused(t *testing.T) {
+	cases := map[string][]pgproto3.FrontendMessage{
+		"transaction": {&pgproto3.Query{String: "BEGIN; INSERT INTO invoices (amount) VALUES (1)"}},
+		"extended":    {&pgproto3.Parse{Query: "INSERT INTO invoices (amount) VALUES (2)"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Flush{}},
+		"copy":        {&pgproto3.Query{String: "COPY invoices (amount) FROM STDIN"}, &pgproto3.CopyData{Data: []byte("3\n")}},
+		"query":       {&pgproto3.Query{String: "SELECT pg_sleep(0.3)"}},
+	}
+	for name, msgs := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newReuseEnv(t, false)
+			a := readyConn(t, e.env, "")
+			a.send(msgs...)
+			a.flush()
+			time.Sleep(50 * time.Millisecond) // the server has begun
+			a.send(&pgproto3.Terminate{})
+			a.flush()
+			a.Close()
+			e.settle(t, 1)
+			b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+			if pid := backendPID(t, b); pid == int(a.key.ProcessID) {
+				t.Errorf("B got backend %d, which A left busy", pid)
+			}
+			if e.reuses(t, "kept") != 0 {
+				t.Errorf("kept %d server connections, want 0", e.reuses(t, "kept"))
+			}
+			if n := e.count(t, "SELECT count(*) FROM invoices"); n != 0 {
+				t.Errorf("%d invoices: A's unfinished work landed", n)
+			}
+		})
+	}
+}
+
+// TestALeftClientsCancelKeyCancelsNothing: once a client is gone, its
+// cancel key reaches nothing, not the next client's statement on the same
+// backend.
+func TestALeftClientsCancelKeyCancelsNothing(t *testing.T) {
+	e := newReuseEnv(t, false)
+	a := readyConn(t, e.env, "")
+	a.send(&pgproto3.Terminate{})
+	a.flush()
+	e.settle(t, 1)
+	b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	if pid := backendPID(t, b); pid != int(a.key.ProcessID) {
+		t.Fatalf("B got backend %d, not A's %d: nothing tested", pid, a.key.ProcessID)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Exec(context.Background(), "SELECT pg_sleep(0.5)")
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	conn, err := net.Dial("tcp", e.proxy.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := (&pgproto3.CancelRequest{ProcessID: a.key.ProcessID, SecretKey: a.key.SecretKey}).Encode(nil)
+	conn.Write(req)
+	conn.Close()
+	if err := <-done; err != nil {
+		t.Errorf("B's statement: %v; A's cancel key must reach nothing", err)
+	}
+}
+
+// TestServerReuseAuthenticatesClients: with server connections reused,
+// the proxy checks each client's password itself (SCRAM-SHA-256 against
+// the auth file; the server saw only the proxy's login): a wrong one, or
+// a user the file lacks, is refused with 28P01, also when an idle backend
+// of the user is there to take.
+func TestServerReuseAuthenticatesClients(t *testing.T) {
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	role := "app_" + db // roles are the cluster's, shared by the tests
+	if err := harness.Exec(context.Background(), pg.DSN(pgcluster.Superuser, db), "CREATE ROLE "+role+" LOGIN PASSWORD 'app-secret'"); err != nil {
+		t.Fatal(err)
+	}
+	users, err := clientauth.Parse(strings.NewReader(`"` + role + `" "app-secret"` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.SCRAMSHA256, Auth: users}})
+	c := connect(t, p.DSN(role, "app-secret", db), pgx.QueryExecModeExec)
+	var user string
+	if err := c.QueryRow(t.Context(), "SELECT current_user").Scan(&user); err != nil || user != role {
+		t.Fatalf("current_user %q, %v", user, err)
+	}
+	c.Close(t.Context())
+	_, err = pgx.Connect(t.Context(), p.DSN(role, "wrong", db))
+	wantCode(t, err, "28P01")
+	_, err = pgx.Connect(t.Context(), p.DSN("nobody", "app-secret", db))
+	wantCode(t, err, "28P01")
+}

@@ -1,0 +1,273 @@
+package pgwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/fenceproxy/fenceproxy/internal/gate"
+	"github.com/fenceproxy/fenceproxy/internal/pool"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Server connection reuse in session mode (Config.Reuse), as PgBouncer's
+// session mode does it. The proxy authenticates the client itself, as in
+// transaction pool mode, and gives it, for its whole session, a server
+// connection of its key (database, user and every other startup
+// parameter, so that the session's defaults are the client's own): one an
+// earlier client left, or a new one. The session is relayed as any in
+// session mode: the gate reads the server's settings, nothing is tracked
+// for it.
+//
+// When the client leaves, the connection is kept only if the server is
+// idle and nothing of the session is unanswered, unsent or unread
+// (looped.keepsUpstream; only the event loop keeps one, the goroutine
+// relay closes it). A Terminate is then not forwarded. Once no cancel
+// request of the client's can still reach the backend, DISCARD ALL resets
+// it (settings, fencing ones included, back to the startup values;
+// prepared statements, cursors, temporary tables, advisory locks and
+// LISTENs gone), and a connection that answers anything but DISCARD ALL's
+// CommandComplete and ReadyForQuery 'I' is closed.
+
+// reusedConn is a session's server connection under Config.Reuse.
+type reusedConn struct {
+	c *pool.Conn
+	// fd is the socket the event loop kept, the session over, for the
+	// next client; -1 when it closed it. Set by the loop before it lets
+	// the session go (lp.done).
+	fd int
+
+	mu      sync.Mutex
+	ended   bool           // the session is over: no cancel request is forwarded
+	cancels sync.WaitGroup // cancel requests being forwarded to the backend
+}
+
+// cancelling counts a cancel request about to be forwarded; false when the
+// session is over (the backend may be another client's soon).
+func (r *reusedConn) cancelling() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return false
+	}
+	r.cancels.Add(1)
+	return true
+}
+
+// end stops cancel requests, and waits for those being forwarded: when
+// it returns, the backend has been signalled by every one of them.
+func (r *reusedConn) end() {
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
+	r.cancels.Wait()
+}
+
+// served marks a kept connection that served a client (pool.Conn.Borrower).
+type served struct{}
+
+// newReusePool returns the pool of session mode's kept server connections
+// (cfg.Reuse set). It bounds nothing but their idle time and age: each
+// session holds one, and max_client_conns bounds the sessions.
+func newReusePool(cfg *Config) *pool.Pool {
+	pc := cfg.Reuse
+	p, err := pool.New(pool.Config{
+		Dial:        poolDial(cfg, pc),
+		Size:        math.MaxInt32,
+		IdleTimeout: orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
+		Lifetime:    orDefault(pc.Lifetime, DefaultPoolLifetime),
+		DialTimeout: cfg.dialTimeout(),
+	})
+	if err != nil {
+		panic("pgwire: " + err.Error()) // every setting above is valid
+	}
+	return p
+}
+
+// runReusing serves a client, past its startup checks, in session mode
+// with server connection reuse: authentication by the proxy, a server
+// connection of the client's key, the relay, and then the connection
+// kept for the next client or closed.
+func (s *session) runReusing(startup *pgproto3.StartupMessage) {
+	user, db := startup.Parameters["user"], startup.Parameters["database"]
+	if db == "" {
+		db = user
+	}
+	if user == "" {
+		s.sendClient(fatal(codeInvalidAuthorization, "fenceproxy: no PostgreSQL user name specified in startup packet"))
+		return
+	}
+	if err := s.authenticate(s.cfg.Reuse, user); err != nil {
+		s.log.Info("client authentication failed", "user", user, "err", err)
+		return
+	}
+	key := pool.Key{Database: db, User: user, Startup: pool.StartupKey(startup.Parameters)}
+	c, err := s.srv.reuse.Acquire(context.Background(), key)
+	if err != nil {
+		s.sendClient(s.reuseFailed(err))
+		return
+	}
+	event := reuseOpened
+	if c.Borrower != nil {
+		event = reuseReused
+	}
+	c.Borrower = served{}
+	s.srv.metrics.serverReuse.WithLabelValues(event).Inc()
+	s.srv.upstreamOK.Store(time.Now().UnixNano())
+	s.reused = &reusedConn{c: c, fd: -1}
+	defer s.releaseReused()
+	s.attach(c.NetConn)
+	s.gate = gate.NewSession(s.cfg.Fencing, startup.Parameters)
+	if err := s.reuseLogin(); err != nil {
+		s.log.Info("session start failed", "err", err)
+		return
+	}
+	s.client.SetDeadline(time.Time{})
+	s.upstream.SetDeadline(time.Time{})
+	s.log.Debug("session ready", "user", user, "database", db, "server_reuse", event == reuseReused)
+	s.proxy()
+}
+
+// reuseFailed is what a client is told when no server connection could be
+// had for it.
+func (s *session) reuseFailed(err error) *pgproto3.ErrorResponse {
+	if errors.Is(err, pool.ErrClosed) {
+		return s.stopError()
+	}
+	s.srv.metrics.refusedConns.WithLabelValues(failUpstreamConnect).Inc()
+	s.log.Warn("upstream connect failed", "err", err)
+	return upstreamConnectError(err)
+}
+
+// reuseLogin tells the client what the server would after authentication:
+// the settings the connection reports now (its startup values: the last
+// client's changes were reset), a cancel key for its backend, then, past
+// the gate's startup probe, ReadyForQuery.
+func (s *session) reuseLogin() error {
+	c := s.reused.c
+	s.upstream.SetDeadline(time.Now().Add(s.cfg.startupTimeout()))
+	for _, n := range sortedKeys(c.Params) {
+		v := c.Params[n]
+		s.gate.Server(gate.Reply{Type: 'S', Param: n, Value: v})
+		if n == "application_name" {
+			s.info.setAppName(v)
+		}
+		if err := s.writeClient(&pgproto3.ParameterStatus{Name: n, Value: v}); err != nil {
+			return err
+		}
+	}
+	s.info.setBackendPID(c.PID)
+	s.key = s.srv.cancels.register(upstreamKey{addr: s.cfg.Upstream, pid: c.PID, secret: c.SecretKey, reused: s.reused})
+	if err := s.writeClient(s.key); err != nil {
+		return err
+	}
+	if err := s.startupProbe(); err != nil {
+		return err
+	}
+	if err := s.writeClient(&pgproto3.ReadyForQuery{TxStatus: 'I'}); err != nil {
+		return err
+	}
+	return s.cw.Flush()
+}
+
+// reusable reports whether the session, its client gone, leaves the
+// server idle with nothing of its own in flight: no transaction, no COPY,
+// no extended-protocol sequence without its Sync, every message sent
+// answered (the gate's own too), and no end or FATAL error of the
+// server's, shutdown or refusal since. The caller owns the session's
+// relay.
+func (s *session) reusable() bool {
+	if s.reused == nil || s.lastFatal || s.copyIn || s.adminStop.Load() || s.quiet.Load() || s.extOpen.Load() {
+		return false
+	}
+	if !s.gateSettled() {
+		return false
+	}
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.proxying && !s.draining && s.txStatus == 'I' && s.inflight == 0
+}
+
+// releaseReused gives the session's server connection back, the session
+// over: reset for the next client when the event loop kept it, else
+// closed.
+func (s *session) releaseReused() {
+	r := s.reused
+	s.srv.cancels.remove(s.key)
+	r.end()
+	if r.fd < 0 {
+		s.srv.metrics.serverReuse.WithLabelValues(reuseClosed).Inc()
+		s.srv.reuse.Release(r.c, false)
+		return
+	}
+	conn, err := fileConn(r.fd)
+	if err == nil {
+		r.c.NetConn = conn
+		err = resetServer(r.c)
+	}
+	if err != nil {
+		s.log.Info("server connection not kept: reset failed", "err", err)
+		s.srv.metrics.serverReuse.WithLabelValues(reuseClosed).Inc()
+		s.srv.reuse.Release(r.c, false)
+		return
+	}
+	s.srv.metrics.serverReuse.WithLabelValues(reuseKept).Inc()
+	s.srv.reuse.Release(r.c, true)
+}
+
+// resetTimeout bounds resetServer's exchange.
+const resetTimeout = 5 * time.Second
+
+// discardAll is the Query resetServer sends.
+var discardAll = func() []byte {
+	b, _ := (&pgproto3.Query{String: "DISCARD ALL"}).Encode(nil)
+	return b
+}()
+
+// resetServer runs DISCARD ALL on c and reads its answer: CommandComplete
+// and ReadyForQuery 'I', with nothing after it, or it fails. A notice, a
+// notification sent before the UNLISTEN, and the settings it reports
+// (kept in c.Params, for the next client) may come before.
+func resetServer(c *pool.Conn) error {
+	conn := c.NetConn
+	conn.SetDeadline(time.Now().Add(resetTimeout))
+	if _, err := conn.Write(discardAll); err != nil {
+		return err
+	}
+	r := newReader(conn)
+	done := false
+	for {
+		typ, n, err := r.header()
+		if err != nil {
+			return err
+		}
+		if n > maxStartupLen {
+			return fmt.Errorf("reply %q of %d bytes to DISCARD ALL", typ, n)
+		}
+		body, err := r.body(n)
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case 'C':
+			done = string(body) == "DISCARD ALL\x00"
+		case 'S':
+			var ps pgproto3.ParameterStatus
+			if err := ps.Decode(body); err != nil {
+				return err
+			}
+			c.Params[ps.Name] = ps.Value
+		case 'N', 'A':
+		case 'Z':
+			if !done || len(body) != 1 || body[0] != 'I' || !r.idle() {
+				return fmt.Errorf("DISCARD ALL ended with ReadyForQuery %q (CommandComplete read: %v)", body, done)
+			}
+			return conn.SetDeadline(time.Time{})
+		default:
+			return fmt.Errorf("reply %q to DISCARD ALL", typ)
+		}
+	}
+}
