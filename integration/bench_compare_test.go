@@ -71,7 +71,7 @@ func TestCompareHarness(t *testing.T) {
 		t.Skip("short mode: starts PostgreSQL, PgBouncer and fenceproxy (make test runs it)")
 	}
 	c := newComparisonSized(t, 1)
-	for _, tg := range []*benchTarget{c.pgb, c.fp, c.fpGoroutines, c.fpEpoll} {
+	for _, tg := range []*benchTarget{c.pgb, c.fp, c.fpGoroutines, c.fpEpoll, c.fpReuse} {
 		m := c.run(tg, "smoke", []string{"-S", "-M", "extended", "-c", "2", "-j", "1", "-t", "50"})
 		if m.txns != 100 || m.tps <= 0 || m.latencyMs <= 0 {
 			t.Errorf("%s: %+v from pgbench", tg.name, m)
@@ -139,6 +139,7 @@ type comparison struct {
 	fp, pgb        *benchTarget
 	fpGoroutines   *benchTarget // fenceproxy with relay: goroutines
 	fpEpoll        *benchTarget // fenceproxy with relay: epoll
+	fpReuse        *benchTarget // fenceproxy with server_reuse, auth_type trust as PgBouncer's
 	metricsAddr    string
 	profileDir     string
 	fencedScript   string
@@ -191,6 +192,7 @@ func newComparisonSized(tb testing.TB, scale int) *comparison {
 	c.fp = c.startFenceproxy(pg.Addr(), "")
 	c.fpGoroutines = c.startFenceproxy(pg.Addr(), "relay: goroutines\n")
 	c.fpEpoll = c.startFenceproxy(pg.Addr(), "relay: epoll\n")
+	c.fpReuse = c.startFenceproxy(pg.Addr(), "server_reuse: true\nauth_type: trust\n")
 	dir := tb.TempDir()
 	c.fencedScript = filepath.Join(dir, "fenced.sql")
 	c.unfencedScript = filepath.Join(dir, "unfenced.sql")
@@ -236,6 +238,14 @@ func comparePairs(c *comparison) []pair {
 	ps = append(ps, pair{name: "select-only c=16 simple, new backends each run",
 		a: side{label: "pgbouncer", target: c.pgb, args: fresh, before: c.endIdleBackends},
 		b: side{label: "fenceproxy", target: c.fp, args: fresh}})
+	// With server_reuse fenceproxy's session mode reuses server
+	// connections as PgBouncer's does: the like-for-like rows.
+	for _, mode := range []string{"simple", "extended", "prepared"} {
+		args := []string{"-S", "-M", mode, "-c", "16", "-j", "2", "-t", "5000"}
+		ps = append(ps, pair{name: "select-only c=16 " + mode + ", server_reuse",
+			a: side{label: "pgbouncer", target: c.pgb, args: args},
+			b: side{label: "fenceproxy", target: c.fpReuse, args: args}})
+	}
 	// The relays side by side: the default (the loop over io_uring) against
 	// two goroutines per session and against the loop over epoll.
 	for _, mode := range []string{"simple", "prepared"} {

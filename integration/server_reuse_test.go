@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -304,4 +305,27 @@ func TestServerReuseAuthenticatesClients(t *testing.T) {
 	wantCode(t, err, "28P01")
 	_, err = pgx.Connect(t.Context(), p.DSN("nobody", "app-secret", db))
 	wantCode(t, err, "28P01")
+}
+
+// TestAKeptServerConnectionThatEndedIsNotGiven: a backend that ends while
+// its connection is kept (pg_terminate_backend here; idle_session_timeout
+// or a server restart alike) leaves its FATAL error and its end unread on
+// it: the next client gets a new backend and never sees them.
+func TestAKeptServerConnectionThatEndedIsNotGiven(t *testing.T) {
+	e := newReuseEnv(t, false)
+	a := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	pid := backendPID(t, a)
+	a.Close(t.Context())
+	e.settle(t, 1)
+	if n := e.count(t, fmt.Sprintf("SELECT pg_terminate_backend(%d)::int", pid)); n != 1 {
+		t.Fatalf("backend %d not terminated", pid)
+	}
+	time.Sleep(100 * time.Millisecond) // its FATAL error reaches the proxy's socket
+	b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	if got := backendPID(t, b); got == pid {
+		t.Fatalf("B got the terminated backend %d", pid)
+	}
+	if e.reuses(t, "opened") != 2 || e.reuses(t, "reused") != 0 {
+		t.Errorf("opened %d, reused %d; want 2 and 0", e.reuses(t, "opened"), e.reuses(t, "reused"))
+	}
 }

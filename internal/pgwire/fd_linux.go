@@ -219,6 +219,21 @@ func dupFD(c net.Conn) (int, error) {
 	return fd, errors.Join(err, derr)
 }
 
+// quiet reports whether a kept server connection has nothing to say: no
+// byte to read, no end. An idle backend that sends something unasked has
+// ended (a FATAL error before it closes: pg_terminate_backend,
+// idle_session_timeout, a server shutdown) or is not what it was kept as.
+func quiet(c net.Conn) bool {
+	var one [1]byte
+	n, again := 0, false
+	err := withSocket(c, func(fd uintptr) {
+		var err error
+		n, _, err = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		again = err == syscall.EAGAIN
+	})
+	return err == nil && n <= 0 && again
+}
+
 // withSocket calls f with a plain TCP connection's socket.
 func withSocket(c net.Conn, f func(fd uintptr)) error {
 	tc, ok := c.(*net.TCPConn)

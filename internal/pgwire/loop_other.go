@@ -4,6 +4,7 @@ package pgwire
 
 import (
 	"errors"
+	"net"
 
 	"github.com/fenceproxy/fenceproxy/internal/pool"
 )
@@ -31,3 +32,6 @@ func (s *session) relayPooledInLoop() (over bool, handed *lending) {
 }
 
 func loopDial(_ *Config, dial pool.DialFunc) pool.DialFunc { return dial }
+
+// quiet: no event loop keeps a server connection here (reuse.go).
+func quiet(net.Conn) bool { return false }

@@ -105,16 +105,11 @@ func (s *session) runReusing(startup *pgproto3.StartupMessage) {
 		return
 	}
 	key := pool.Key{Database: db, User: user, Startup: pool.StartupKey(startup.Parameters)}
-	c, err := s.srv.reuse.Acquire(context.Background(), key)
+	c, event, err := s.acquireServer(key)
 	if err != nil {
 		s.sendClient(s.reuseFailed(err))
 		return
 	}
-	event := reuseOpened
-	if c.Borrower != nil {
-		event = reuseReused
-	}
-	c.Borrower = served{}
 	s.srv.metrics.serverReuse.WithLabelValues(event).Inc()
 	s.srv.upstreamOK.Store(time.Now().UnixNano())
 	s.reused = &reusedConn{c: c, fd: -1}
@@ -129,6 +124,26 @@ func (s *session) runReusing(startup *pgproto3.StartupMessage) {
 	s.upstream.SetDeadline(time.Time{})
 	s.log.Debug("session ready", "user", user, "database", db, "server_reuse", event == reuseReused)
 	s.proxy()
+}
+
+// acquireServer returns a server connection for key: a kept one that is
+// still quiet (a backend can end while it waits: its FATAL error and end
+// are then unread on it), else a new one; event says which.
+func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
+	for {
+		c, err := s.srv.reuse.Acquire(context.Background(), key)
+		switch {
+		case err != nil:
+			return nil, "", err
+		case c.Borrower == nil:
+			c.Borrower = served{}
+			return c, reuseOpened, nil
+		case quiet(c.NetConn):
+			return c, reuseReused, nil
+		}
+		s.log.Info("kept server connection ended while idle: closed", "pid", c.PID)
+		s.srv.reuse.Release(c, false)
+	}
 }
 
 // reuseFailed is what a client is told when no server connection could be
