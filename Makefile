@@ -92,7 +92,8 @@ compat-deps:
 ## bench-compare: fenceproxy beside PgBouncer (session, then transaction mode) on loopback, pgbench
 ## workloads interleaved over ROUNDS rounds; prints TPS, latency and the proxy's
 ## CPU µs per transaction. Installs pgbouncer (Debian package) when missing.
-## BENCH_PROFILE=DIR also saves CPU profiles of fenceproxy there.
+## BENCH_PROFILE=DIR also saves CPU profiles of fenceproxy there; BENCH_ROWS=REGEXP
+## runs only the session-mode rows whose name matches.
 ROUNDS ?= 3
 bench-compare:
 	GO=$(GO) bash .ci/bench-compare -benchtime $(ROUNDS)x

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ import (
 // lock.resource against one setting bench.* instead.
 //
 // Run with: make bench-compare (ROUNDS=5 for more rounds). With
+// BENCH_ROWS=REGEXP only the rows whose name matches run; with
 // BENCH_PROFILE=DIR it also saves a 3-second CPU profile of fenceproxy in
 // each workload's first round, as DIR/<workload>.pprof.
 func BenchmarkCompare(b *testing.B) {
@@ -176,6 +178,10 @@ func newComparison(b *testing.B) *comparison {
 	c := newComparisonSized(b, compareScale)
 	c.profileDir = os.Getenv("BENCH_PROFILE")
 	c.pairs = comparePairs(c)
+	if rows := os.Getenv("BENCH_ROWS"); rows != "" {
+		re := regexp.MustCompile(rows)
+		c.pairs = slices.DeleteFunc(c.pairs, func(p pair) bool { return !re.MatchString(p.name) })
+	}
 	return c
 }
 

@@ -31,13 +31,21 @@ var reuseLoops = map[string]bool{"io_uring": false, "epoll": true}
 
 func newReuseEnv(t *testing.T, epoll bool) *reuseEnv {
 	t.Helper()
+	return newReuseEnvWith(t, func(c *pgwire.Config) { c.EpollLoop = epoll })
+}
+
+// newReuseEnvWith is newReuseEnv with the proxy's configuration changed by
+// set.
+func newReuseEnvWith(t *testing.T, set func(*pgwire.Config)) *reuseEnv {
+	t.Helper()
 	e := newFencedEnv(t, nil) // its database and fence store; its own proxy is not used
 	reg := prometheus.NewRegistry()
 	fencing := &gate.Config{Analyzer: gate.NewAnalyzer(1024), Tables: map[gate.TableRef]gate.Protection{
 		{Schema: "public", Name: "accounts"}: {Resource: "acct/1", RequireToken: true},
 	}}
-	e.proxy = harness.StartProxy(t, pgwire.Config{Upstream: e.pg.Addr(), Fencing: fencing, Metrics: reg, EpollLoop: epoll,
-		Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.Trust}})
+	cfg := pgwire.Config{Upstream: e.pg.Addr(), Fencing: fencing, Metrics: reg, Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.Trust}}
+	set(&cfg)
+	e.proxy = harness.StartProxy(t, cfg)
 	return &reuseEnv{env: e, reg: reg}
 }
 
@@ -113,6 +121,20 @@ func TestSessionModeReusesAServerConnectionAClientLeftIdle(t *testing.T) {
 	}
 }
 
+// TestTheGoroutineRelayKeepsNoServerConnection: only the event loop keeps
+// a server connection; a session relayed by two goroutines ends its own.
+func TestTheGoroutineRelayKeepsNoServerConnection(t *testing.T) {
+	e := newReuseEnvWith(t, func(c *pgwire.Config) { c.GoroutineRelay = true })
+	a := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	pid := backendPID(t, a)
+	a.Close(t.Context())
+	e.settle(t, 1)
+	b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	if got := backendPID(t, b); got == pid || e.reuses(t, "closed") != 1 {
+		t.Errorf("B got backend %d (A had %d), closed %d; want another backend, 1 closed", got, pid, e.reuses(t, "closed"))
+	}
+}
+
 // TestAReusedServerConnectionKeepsNothingOfTheLastClient: whatever the
 // last client set or left at session level (a fencing token and resource
 // set every way, settings, prepared statements, cursors, temporary tables,
@@ -181,34 +203,71 @@ func TestAReusedServerConnectionKeepsNothingOfTheLastClient(t *testing.T) {
 }
 
 // TestAServerConnectionIsReusedOnlyForTheSameStartupParameters: startup
-// parameters are the session's defaults (RESET goes back to them), a
-// fencing token among them: a client without one never gets a backend a
-// client with one left, and a client with the same ones does.
+// parameters are the session's defaults (RESET goes back to them): a
+// client gets a backend only another client with the same ones left.
 func TestAServerConnectionIsReusedOnlyForTheSameStartupParameters(t *testing.T) {
 	e := newReuseEnv(t, false)
-	tokened := map[string]string{"user": pgcluster.Superuser, "database": e.db, "options": "-c lock.fencing_token=42 -c lock.resource=acct/1"}
-	a := openWire(t, e.proxy.Addr, tokened)
-	a.query("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+	params := func(app string) map[string]string {
+		return map[string]string{"user": pgcluster.Superuser, "database": e.db, "application_name": app, "DateStyle": "SQL, DMY"}
+	}
+	a := openWire(t, e.proxy.Addr, params("a"))
 	a.send(&pgproto3.Terminate{})
 	a.flush()
 	e.settle(t, 1)
-
-	plain := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
-	if pid := backendPID(t, plain); pid == int(a.key.ProcessID) {
-		t.Fatalf("a client without startup options got backend %d, whose default token is 42", pid)
+	b := openWire(t, e.proxy.Addr, params("b"))
+	if b.key.ProcessID == a.key.ProcessID {
+		t.Fatalf("application_name b got backend %d, which application_name a left", b.key.ProcessID)
 	}
-	_, err := plain.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
-	wantCode(t, err, "55Z02")
-
-	again := openWire(t, e.proxy.Addr, tokened)
+	again := openWire(t, e.proxy.Addr, params("a"))
 	if again.key.ProcessID != a.key.ProcessID {
 		t.Errorf("the same startup parameters got backend %d, not %d", again.key.ProcessID, a.key.ProcessID)
 	}
-	again.query("RESET ALL")
-	again.query("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
-	if got, m := e.balance(t), e.mark(t, "acct/1"); got != 2 || m != 42 {
-		t.Errorf("balance %d, mark %d; want 2 (two writes with the startup token) and 42", got, m)
-	}
+}
+
+// TestAServerConnectionWhoseDefaultsHoldATokenIsNotKept: a session whose
+// defaults hold a fencing token (startup options, or a database or role
+// setting) leaves its backend to end: no other client gets a token it did
+// not set, and a setting withdrawn by ALTER … RESET is not brought back by
+// DISCARD ALL on an old backend.
+func TestAServerConnectionWhoseDefaultsHoldATokenIsNotKept(t *testing.T) {
+	t.Run("startup options", func(t *testing.T) {
+		e := newReuseEnv(t, false)
+		tokened := map[string]string{"user": pgcluster.Superuser, "database": e.db, "options": "-c lock.fencing_token=42 -c lock.resource=acct/1"}
+		a := openWire(t, e.proxy.Addr, tokened)
+		a.query("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+		a.send(&pgproto3.Terminate{})
+		a.flush()
+		e.settle(t, 1)
+		again := openWire(t, e.proxy.Addr, tokened)
+		plain := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+		if pid := backendPID(t, plain); pid == int(a.key.ProcessID) || again.key.ProcessID == a.key.ProcessID {
+			t.Fatalf("backend %d, whose defaults hold token 42, was given again", a.key.ProcessID)
+		}
+		_, err := plain.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+		wantCode(t, err, "55Z02")
+		if got, closed := e.balance(t), e.reuses(t, "closed"); got != 1 || closed != 1 {
+			t.Errorf("balance %d, closed %d; want 1 and 1", got, closed)
+		}
+	})
+	t.Run("database setting", func(t *testing.T) {
+		e := newReuseEnv(t, false)
+		if err := harness.Exec(context.Background(), e.direct(), "ALTER DATABASE "+e.db+" SET lock.fencing_token = 42", "ALTER DATABASE "+e.db+" SET lock.resource = 'acct/1'"); err != nil {
+			t.Fatal(err)
+		}
+		a := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+		pid := backendPID(t, a)
+		a.Close(t.Context())
+		e.settle(t, 1)
+		if err := harness.Exec(context.Background(), e.direct(), "ALTER DATABASE "+e.db+" RESET ALL"); err != nil {
+			t.Fatal(err)
+		}
+		b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+		if got := backendPID(t, b); got == pid {
+			t.Fatalf("B got backend %d, whose database default token was withdrawn", pid)
+		}
+		_, err := b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+		wantCode(t, err, "55Z02")
+	})
 }
 
 // TestAServerConnectionLeftBusyIsNotReused: a client that leaves inside a
@@ -223,27 +282,30 @@ func TestAServerConnectionLeftBusyIsNotReused(t *testing.T) {
 		"query":       {&pgproto3.Query{String: "SELECT pg_sleep(0.3)"}},
 	}
 	for name, msgs := range cases {
-		t.Run(name, func(t *testing.T) {
-			e := newReuseEnv(t, false)
-			a := readyConn(t, e.env, "")
-			a.send(msgs...)
-			a.flush()
-			time.Sleep(50 * time.Millisecond) // the server has begun
-			a.send(&pgproto3.Terminate{})
-			a.flush()
-			a.Close()
-			e.settle(t, 1)
-			b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
-			if pid := backendPID(t, b); pid == int(a.key.ProcessID) {
-				t.Errorf("B got backend %d, which A left busy", pid)
-			}
-			if e.reuses(t, "kept") != 0 {
-				t.Errorf("kept %d server connections, want 0", e.reuses(t, "kept"))
-			}
-			if n := e.count(t, "SELECT count(*) FROM invoices"); n != 0 {
-				t.Errorf("%d invoices: A's unfinished work landed", n)
-			}
-		})
+		for loop, epoll := range reuseLoops {
+			t.Run(name+"/"+loop, func(t *testing.T) { leftBusy(t, newReuseEnv(t, epoll), msgs) })
+		}
+	}
+}
+
+func leftBusy(t *testing.T, e *reuseEnv, msgs []pgproto3.FrontendMessage) {
+	a := readyConn(t, e.env, "")
+	a.send(msgs...)
+	a.flush()
+	time.Sleep(50 * time.Millisecond) // the server has begun
+	a.send(&pgproto3.Terminate{})
+	a.flush()
+	a.Close()
+	e.settle(t, 1)
+	b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	if pid := backendPID(t, b); pid == int(a.key.ProcessID) {
+		t.Errorf("B got backend %d, which A left busy", pid)
+	}
+	if e.reuses(t, "kept") != 0 {
+		t.Errorf("kept %d server connections, want 0", e.reuses(t, "kept"))
+	}
+	if n := e.count(t, "SELECT count(*) FROM invoices"); n != 0 {
+		t.Errorf("%d invoices: A's unfinished work landed", n)
 	}
 }
 

@@ -823,6 +823,12 @@ func reserved(name string) bool { return strings.HasPrefix(name, reservedPrefix)
 // operator's view of the session; fencing never depends on it.
 func (s *Session) LastCheck() fencestore.CheckArgs { return s.lastCheck }
 
+// TokenMaybe reports whether lock.fencing_token may hold a value on the
+// server; once the startup probe is answered, nothing sent since, whether
+// the session's defaults (startup parameters, role and database settings)
+// hold a token.
+func (s *Session) TokenMaybe() bool { return s.tokenMaybe }
+
 // ParseTime returns the time the session's texts took to parse so far:
 // the texts the Analyzer had no analysis of. Most texts are found in its
 // cache or need none; a parse is the gate's one step that can take

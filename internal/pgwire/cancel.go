@@ -2,6 +2,8 @@ package pgwire
 
 import (
 	"crypto/rand"
+	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -96,6 +98,8 @@ func forwardCancel(up upstreamKey, timeout time.Duration) error {
 	// The server closes the connection when done; wait for that so the
 	// cancel is delivered before we report success.
 	var one [1]byte
-	conn.Read(one[:])
+	if _, err := conn.Read(one[:]); err != io.EOF {
+		return fmt.Errorf("cancel request sent, its end not seen: %v", err)
+	}
 	return nil
 }

@@ -730,6 +730,8 @@ func (lp *looped) closeSockets() {
 	switch {
 	case lp.deliver && lp.keepsUpstream():
 		lp.s.reused.fd = lp.ufd // reset for the next client (releaseReused)
+	case lp.deliver && lp.s.reused != nil && lp.s.terminated.Load() && len(lp.usink.pending) == 0:
+		closeWriting(lp.ufd, terminateMsg) // the client's Terminate, held back for a reuse
 	case lp.deliver:
 		closeWriting(lp.ufd, lp.usink.pending)
 	default:

@@ -69,11 +69,12 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// newPool returns the pool of transaction pool mode for cfg (cfg.Pool set).
-func newPool(cfg *Config, onWait func(pool.Key, time.Duration, bool)) *pool.Pool {
+// newPool returns the pool of transaction pool mode for cfg (cfg.Pool
+// set), logging in with the passwords auth has.
+func newPool(cfg *Config, onWait func(pool.Key, time.Duration, bool), auth func() *clientauth.File) *pool.Pool {
 	pc := cfg.Pool
 	p, err := pool.New(pool.Config{
-		Dial:        loopDial(cfg, poolDial(cfg, pc)),
+		Dial:        loopDial(cfg, poolDial(cfg, auth)),
 		Size:        pc.size(),
 		WaitTimeout: orDefault(pc.WaitTimeout, DefaultPoolWaitTimeout),
 		IdleTimeout: orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
@@ -87,15 +88,17 @@ func newPool(cfg *Config, onWait func(pool.Key, time.Duration, bool)) *pool.Pool
 	return p
 }
 
-// poolDial returns how a pool of pc opens server connections: it logs in
-// to the server as each client's user with the plain password pc.Auth has
-// for it, or none, over TLS as cfg.UpstreamTLS says.
-func poolDial(cfg *Config, pc *PoolConfig) pool.DialFunc {
+// poolDial returns how a pool opens server connections: it logs in to the
+// server as each client's user with the plain password the auth file in
+// force (auth: the one a reload put in force last) has for it, or none,
+// over TLS as cfg.UpstreamTLS says.
+func poolDial(cfg *Config, auth func() *clientauth.File) pool.DialFunc {
 	d := &pool.Dialer{Addr: cfg.Upstream, Password: func(k pool.Key) (string, error) {
-		if pc.Auth == nil {
+		f := auth()
+		if f == nil {
 			return "", nil
 		}
-		p, _ := pc.Auth.Password(k.User)
+		p, _ := f.Password(k.User)
 		return p, nil
 	}}
 	plain := *d

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/pool"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -23,14 +25,16 @@ import (
 // for it.
 //
 // When the client leaves, the connection is kept only if the server is
-// idle and nothing of the session is unanswered, unsent or unread
-// (looped.keepsUpstream; only the event loop keeps one, the goroutine
-// relay closes it). A Terminate is then not forwarded. Once no cancel
-// request of the client's can still reach the backend, DISCARD ALL resets
-// it (settings, fencing ones included, back to the startup values;
-// prepared statements, cursors, temporary tables, advisory locks and
-// LISTENs gone), and a connection that answers anything but DISCARD ALL's
-// CommandComplete and ReadyForQuery 'I' is closed.
+// idle and nothing of the session is unanswered, unsent or unread, and the
+// session's defaults held no fencing token (reusable; only the event loop
+// keeps one, looped.keepsUpstream, the goroutine relay closes it). A
+// Terminate is then not forwarded. Once no cancel request of the client's
+// can still reach the backend, DISCARD ALL resets it (settings, fencing
+// ones included, back to the startup values; prepared statements,
+// cursors, temporary tables, advisory locks and LISTENs gone), and a
+// connection that answers anything but DISCARD ALL's CommandComplete and
+// ReadyForQuery 'I' is closed. A kept connection that has anything to read
+// when a client would get it has ended (quiet) and is closed instead.
 
 // reusedConn is a session's server connection under Config.Reuse.
 type reusedConn struct {
@@ -39,6 +43,16 @@ type reusedConn struct {
 	// next client; -1 when it closed it. Set by the loop before it lets
 	// the session go (lp.done).
 	fd int
+	// defaultToken: the session's defaults (startup parameters, role and
+	// database settings) held a fencing token when it began. Its
+	// connection is not kept: DISCARD ALL would bring the token back for
+	// the next client after an ALTER ROLE … RESET had withdrawn it, and a
+	// token in the startup parameters is one holder's, whose key no other
+	// client shares.
+	defaultToken bool
+	// unclear: a cancel request's delivery is not known (forwardCancel
+	// failed): the backend may still be signalled, so it is not kept.
+	unclear atomic.Bool
 
 	mu      sync.Mutex
 	ended   bool           // the session is over: no cancel request is forwarded
@@ -70,16 +84,20 @@ func (r *reusedConn) end() {
 type served struct{}
 
 // newReusePool returns the pool of session mode's kept server connections
-// (cfg.Reuse set). It bounds nothing but their idle time and age: each
-// session holds one, and max_client_conns bounds the sessions.
-func newReusePool(cfg *Config) *pool.Pool {
+// (cfg.Reuse set), logging in with the passwords auth has. Each session
+// holds one, and max_client_conns bounds the sessions: the pool bounds
+// only the idle ones, pool_size of them over all keys (the one idle
+// longest is closed first), and their idle time and age.
+func newReusePool(cfg *Config, auth func() *clientauth.File) *pool.Pool {
 	pc := cfg.Reuse
 	p, err := pool.New(pool.Config{
-		Dial:        poolDial(cfg, pc),
-		Size:        math.MaxInt32,
-		IdleTimeout: orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
-		Lifetime:    orDefault(pc.Lifetime, DefaultPoolLifetime),
-		DialTimeout: cfg.dialTimeout(),
+		Dial:          poolDial(cfg, auth),
+		Size:          math.MaxInt32,
+		MaxIdle:       pc.size(),
+		DropEmptyKeys: true,
+		IdleTimeout:   orDefault(pc.IdleTimeout, DefaultPoolIdleTimeout),
+		Lifetime:      orDefault(pc.Lifetime, DefaultPoolLifetime),
+		DialTimeout:   cfg.dialTimeout(),
 	})
 	if err != nil {
 		panic("pgwire: " + err.Error()) // every setting above is valid
@@ -119,6 +137,9 @@ func (s *session) runReusing(startup *pgproto3.StartupMessage) {
 	if err := s.reuseLogin(); err != nil {
 		s.log.Info("session start failed", "err", err)
 		return
+	}
+	if g, ok := s.gate.(interface{ TokenMaybe() bool }); !ok || g.TokenMaybe() {
+		s.reused.defaultToken = true
 	}
 	s.client.SetDeadline(time.Time{})
 	s.upstream.SetDeadline(time.Time{})
@@ -192,10 +213,12 @@ func (s *session) reuseLogin() error {
 // server idle with nothing of its own in flight: no transaction, no COPY,
 // no extended-protocol sequence without its Sync, every message sent
 // answered (the gate's own too), and no end or FATAL error of the
-// server's, shutdown or refusal since. The caller owns the session's
-// relay.
+// server's, shutdown, refusal or cancel request of unknown fate since;
+// and whether its defaults held no fencing token. The caller owns the
+// session's relay.
 func (s *session) reusable() bool {
-	if s.reused == nil || s.lastFatal || s.copyIn || s.adminStop.Load() || s.quiet.Load() || s.extOpen.Load() {
+	r := s.reused
+	if r == nil || r.defaultToken || r.unclear.Load() || s.lastFatal || s.copyIn || s.adminStop.Load() || s.quiet.Load() || s.extOpen.Load() {
 		return false
 	}
 	if !s.gateSettled() {
@@ -232,6 +255,9 @@ func (s *session) releaseReused() {
 	s.srv.metrics.serverReuse.WithLabelValues(reuseKept).Inc()
 	s.srv.reuse.Release(r.c, true)
 }
+
+// terminateMsg is the protocol's Terminate.
+var terminateMsg = []byte{'X', 0, 0, 0, 4}
 
 // resetTimeout bounds resetServer's exchange.
 const resetTimeout = 5 * time.Second

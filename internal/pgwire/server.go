@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenceproxy/fenceproxy/internal/clientauth"
 	"github.com/fenceproxy/fenceproxy/internal/gate"
 	"github.com/fenceproxy/fenceproxy/internal/pool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -198,13 +199,13 @@ func NewServer(cfg Config) *Server {
 		refusals: newRefusalLimiter(cfg.RefusalLogRate, cfg.RefusalLogBurst, time.Now),
 		sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
 	pm := newPoolMetrics(cfg.Metrics, s.Pools)
-	if cfg.Pool != nil {
+	switch {
+	case cfg.Pool != nil:
 		cfg.Fencing = pooledFencing(cfg.Fencing)
-		s.pool = newPool(&cfg, pm.onWait)
-	} else if cfg.Reuse != nil {
-		s.reuse = newReusePool(&cfg)
-	} else {
-		cfg.Reuse = nil
+		cfg.Reuse = nil // transaction pool mode shares its connections anyway
+		s.pool = newPool(&cfg, pm.onWait, func() *clientauth.File { return s.live.Load().Pool.Auth })
+	case cfg.Reuse != nil:
+		s.reuse = newReusePool(&cfg, func() *clientauth.File { return s.live.Load().Reuse.Auth })
 	}
 	s.live.Store(&cfg)
 	return s

@@ -91,6 +91,9 @@ func (s *session) cancel(req *pgproto3.CancelRequest) {
 	}
 	if err := forwardCancel(up, s.cfg.dialTimeout()); err != nil {
 		s.log.Warn("forward cancel request", "err", err)
+		if up.reused != nil {
+			up.reused.unclear.Store(true)
+		}
 	}
 }
 

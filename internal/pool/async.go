@@ -157,8 +157,12 @@ func (p *Pool) DialSlot(ctx context.Context, key Key) (*Conn, error) {
 // to be closed (not reusable, past Lifetime, or the pool closed) is closed
 // on a goroutine of its own, as closing it says goodbye to the server.
 func (p *Pool) ReleaseAsync(c *Conn, reusable bool) {
-	if closing := p.release(c, reusable); closing {
+	closing, evicted := p.release(c, reusable)
+	if closing {
 		go c.close()
+	}
+	if evicted != nil {
+		go evicted.close()
 	}
 }
 

@@ -78,6 +78,12 @@ type Config struct {
 	Lifetime time.Duration
 	// DialTimeout bounds each Dial; zero means only the caller's context.
 	DialTimeout time.Duration
+	// MaxIdle bounds the idle connections of all keys together: when one
+	// more goes idle, the one idle longest is closed. Zero: no bound.
+	MaxIdle int
+	// DropEmptyKeys forgets a key once it has no connection and no
+	// waiter, its Stats with it: for a pool of many short-lived keys.
+	DropEmptyKeys bool
 	// OnWait, when set, is called (without the pool's lock) after each
 	// Acquire that had to queue, with how long it waited and whether it
 	// got a connection: the hook for a wait-time histogram.
@@ -100,6 +106,7 @@ type Pool struct {
 
 // keyPool is the state of one Key, guarded by Pool.mu.
 type keyPool struct {
+	key     Key
 	idle    []*Conn   // LIFO: the most recently returned is last
 	open    int       // connections counted against Size: lent, idle, dialling
 	waiters []*waiter // FIFO
@@ -134,8 +141,8 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Size < 1 {
 		return nil, fmt.Errorf("pool: Config.Size must be at least 1, got %d", cfg.Size)
 	}
-	if cfg.WaitTimeout < 0 || cfg.IdleTimeout < 0 || cfg.Lifetime < 0 || cfg.DialTimeout < 0 {
-		return nil, errors.New("pool: timeouts must not be negative")
+	if cfg.WaitTimeout < 0 || cfg.IdleTimeout < 0 || cfg.Lifetime < 0 || cfg.DialTimeout < 0 || cfg.MaxIdle < 0 {
+		return nil, errors.New("pool: timeouts and MaxIdle must not be negative")
 	}
 	p := &Pool{
 		cfg:        cfg,
@@ -293,13 +300,18 @@ func (p *Pool) dial(ctx context.Context, key Key) (*Conn, error) {
 // freed, so that a waiter can dial a new one; otherwise the first waiter
 // gets it, or it goes idle. Releasing a connection that is not lent panics.
 func (p *Pool) Release(c *Conn, reusable bool) {
-	if closing := p.release(c, reusable); closing {
+	closing, evicted := p.release(c, reusable)
+	if closing {
 		c.close()
+	}
+	if evicted != nil {
+		evicted.close()
 	}
 }
 
-// release takes c back, and reports whether the caller must close it.
-func (p *Pool) release(c *Conn, reusable bool) (closing bool) {
+// release takes c back, and reports whether the caller must close it, and
+// which idle connection MaxIdle evicted, for the caller to close.
+func (p *Pool) release(c *Conn, reusable bool) (closing bool, evicted *Conn) {
 	now := time.Now()
 	p.mu.Lock()
 	if c.pool != p || !c.lent {
@@ -312,12 +324,39 @@ func (p *Pool) release(c *Conn, reusable bool) (closing bool) {
 		kp.stats.closes++
 		p.freeSlot(kp)
 		p.mu.Unlock()
-		return true
+		return true, nil
 	}
 	c.Returned = now
 	p.putBack(kp, c)
+	evicted = p.evictOverMaxIdle()
 	p.mu.Unlock()
-	return false
+	return false, evicted
+}
+
+// evictOverMaxIdle takes out, when more than MaxIdle connections are
+// idle, the one idle longest, and returns it for the caller to close.
+// Called with p.mu held.
+func (p *Pool) evictOverMaxIdle() *Conn {
+	if p.cfg.MaxIdle == 0 {
+		return nil
+	}
+	idle := 0
+	var oldest *keyPool
+	for _, kp := range p.keys {
+		idle += len(kp.idle)
+		if len(kp.idle) > 0 && (oldest == nil || kp.idle[0].Returned.Before(oldest.idle[0].Returned)) {
+			oldest = kp
+		}
+	}
+	if idle <= p.cfg.MaxIdle {
+		return nil
+	}
+	c := oldest.idle[0] // the stack's bottom: returned first
+	oldest.idle[0] = nil
+	oldest.idle = oldest.idle[1:]
+	oldest.stats.closes++
+	p.freeSlot(oldest)
+	return c
 }
 
 // putBack lends c to the first waiter or makes it idle. Called with p.mu
@@ -341,6 +380,9 @@ func (p *Pool) freeSlot(kp *keyPool) {
 		return
 	}
 	kp.open--
+	if p.cfg.DropEmptyKeys && kp.open == 0 && !kp.timerArmed {
+		delete(p.keys, kp.key)
+	}
 }
 
 // grantFirst dequeues the first waiter and hands it g. Called with p.mu held.
@@ -389,7 +431,7 @@ func (p *Pool) idleTooLong(c *Conn, now time.Time) bool {
 func (p *Pool) keyPool(key Key) *keyPool {
 	kp := p.keys[key]
 	if kp == nil {
-		kp = &keyPool{}
+		kp = &keyPool{key: key}
 		p.keys[key] = kp
 	}
 	return kp
