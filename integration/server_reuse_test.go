@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -268,6 +270,94 @@ func TestAServerConnectionWhoseDefaultsHoldATokenIsNotKept(t *testing.T) {
 		_, err := b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
 		wantCode(t, err, "55Z02")
 	})
+	t.Run("database setting added while kept", func(t *testing.T) {
+		e := newReuseEnv(t, false)
+		a := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+		pid := backendPID(t, a)
+		a.Close(t.Context())
+		e.settle(t, 1)
+		holder := connect(t, e.viaProxy()+"&application_name=holder", pgx.QueryExecModeExec) // another key: A's backend stays kept
+		mustExec(t, holder, "SET lock.resource = 'acct/1'")
+		mustExec(t, holder, "SET lock.fencing_token = 50")
+		mustExec(t, holder, "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+		if err := harness.Exec(context.Background(), e.direct(), "ALTER DATABASE "+e.db+" SET lock.fencing_token = 42", "ALTER DATABASE "+e.db+" SET lock.resource = 'acct/1'"); err != nil {
+			t.Fatal(err)
+		}
+		b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+		if got := int(b.PgConn().PID()); got == pid {
+			t.Fatalf("B got backend %d, kept from before its database's default token 42", pid)
+		}
+		_, err := b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+		wantCode(t, err, "55Z01") // the stale default, as a new backend has it
+	})
+}
+
+// TestACancelOfUnknownFateKeepsTheServerConnectionFromBeingKept: a cancel
+// request still being forwarded when its client leaves, whose delivery
+// then stays unknown (the server never closes its connection), may still
+// signal the backend: the connection is closed, not kept for the next
+// client.
+func TestACancelOfUnknownFateKeepsTheServerConnectionFromBeingKept(t *testing.T) {
+	e := newReuseEnvWith(t, func(c *pgwire.Config) {
+		c.Upstream = holdCancels(t, c.Upstream)
+		c.DialTimeout = 700 * time.Millisecond
+	})
+	a := readyConn(t, e.env, "")
+	cc, err := net.Dial("tcp", e.proxy.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := (&pgproto3.CancelRequest{ProcessID: a.key.ProcessID, SecretKey: a.key.SecretKey}).Encode(nil)
+	cc.Write(req)
+	cc.Close()
+	time.Sleep(100 * time.Millisecond) // the proxy is forwarding it
+	a.send(&pgproto3.Terminate{})
+	a.flush()
+	a.Close()
+	e.settle(t, 1)
+	if k := e.reuses(t, "kept"); k != 0 {
+		t.Errorf("kept %d: a connection whose cancel request's delivery is unknown was kept", k)
+	}
+}
+
+// holdCancels relays connections to target, but holds a cancel request's
+// connection open without relaying it, for 3 s: its fate stays unknown to
+// the proxy until its DialTimeout.
+func holdCancels(t *testing.T, target string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go relayHoldingCancels(c, target)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func relayHoldingCancels(c net.Conn, target string) {
+	defer c.Close()
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(c, head); err != nil {
+		return
+	}
+	if binary.BigEndian.Uint32(head[4:]) == 80877102 { // CancelRequest
+		time.Sleep(3 * time.Second)
+		return
+	}
+	u, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	u.Write(head)
+	go func() { io.Copy(u, c); u.Close() }()
+	io.Copy(c, u)
 }
 
 // TestAServerConnectionLeftBusyIsNotReused: a client that leaves inside a
@@ -356,13 +446,23 @@ func TestServerReuseAuthenticatesClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.SCRAMSHA256, Auth: users}})
+	reg := prometheus.NewRegistry()
+	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Metrics: reg, Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.SCRAMSHA256, Auth: users}})
+	e := &reuseEnv{env: &env{pg: pg, proxy: p, db: db}, reg: reg}
 	c := connect(t, p.DSN(role, "app-secret", db), pgx.QueryExecModeExec)
 	var user string
 	if err := c.QueryRow(t.Context(), "SELECT current_user").Scan(&user); err != nil || user != role {
 		t.Fatalf("current_user %q, %v", user, err)
 	}
+	pid := backendPID(t, c)
 	c.Close(t.Context())
+	e.settle(t, 1)
+	// The role, no superuser, reads what it must to have its backend kept
+	// and given again.
+	again := connect(t, p.DSN(role, "app-secret", db), pgx.QueryExecModeExec)
+	if got := backendPID(t, again); got != pid {
+		t.Errorf("the role's second session got backend %d, not the kept %d", got, pid)
+	}
 	_, err = pgx.Connect(t.Context(), p.DSN(role, "wrong", db))
 	wantCode(t, err, "28P01")
 	_, err = pgx.Connect(t.Context(), p.DSN("nobody", "app-secret", db))

@@ -34,7 +34,11 @@ import (
 // cursors, temporary tables, advisory locks and LISTENs gone), and a
 // connection that answers anything but DISCARD ALL's CommandComplete and
 // ReadyForQuery 'I' is closed. A kept connection that has anything to read
-// when a client would get it has ended (quiet) and is closed instead.
+// when a client would get it has ended (quiet) and is closed instead; and
+// one is neither kept nor given while a role or database setting of
+// lock.* applies to its user and database (noFencingDefaults): a new
+// backend would start with it, DISCARD ALL goes back to what this one
+// started with.
 
 // reusedConn is a session's server connection under Config.Reuse.
 type reusedConn struct {
@@ -159,10 +163,15 @@ func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
 		case c.Borrower == nil:
 			c.Borrower = served{}
 			return c, reuseOpened, nil
-		case quiet(c.NetConn):
-			return c, reuseReused, nil
+		case !quiet(c.NetConn):
+			s.log.Info("kept server connection ended while idle: closed", "pid", c.PID)
+		default:
+			err := noFencingDefaults(c)
+			if err == nil {
+				return c, reuseReused, nil
+			}
+			s.log.Info("kept server connection not given", "pid", c.PID, "err", err)
 		}
-		s.log.Info("kept server connection ended while idle: closed", "pid", c.PID)
 		s.srv.reuse.Release(c, false)
 	}
 }
@@ -236,6 +245,13 @@ func (s *session) releaseReused() {
 	r := s.reused
 	s.srv.cancels.remove(s.key)
 	r.end()
+	if r.fd >= 0 && r.unclear.Load() {
+		// A cancel request being forwarded when the loop kept the
+		// connection failed since (end waited for it): the backend may
+		// still be signalled.
+		closeFD(r.fd)
+		r.fd = -1
+	}
 	if r.fd < 0 {
 		s.srv.metrics.serverReuse.WithLabelValues(reuseClosed).Inc()
 		s.srv.reuse.Release(r.c, false)
@@ -245,6 +261,9 @@ func (s *session) releaseReused() {
 	if err == nil {
 		r.c.NetConn = conn
 		err = resetServer(r.c)
+	}
+	if err == nil {
+		err = noFencingDefaults(r.c)
 	}
 	if err != nil {
 		s.log.Info("server connection not kept: reset failed", "err", err)
@@ -269,32 +288,80 @@ var discardAll = func() []byte {
 }()
 
 // resetServer runs DISCARD ALL on c and reads its answer: CommandComplete
-// and ReadyForQuery 'I', with nothing after it, or it fails. A notice, a
-// notification sent before the UNLISTEN, and the settings it reports
-// (kept in c.Params, for the next client) may come before.
+// and ReadyForQuery 'I', with nothing after it, or it fails.
 func resetServer(c *pool.Conn) error {
+	var done bool
+	return exchange(c, discardAll, func(typ byte, body []byte) bool {
+		if typ == 'C' {
+			done = string(body) == "DISCARD ALL\x00"
+		}
+		return typ == 'C'
+	}, func() bool { return done })
+}
+
+// fencingDefaults counts the role and database settings (ALTER ROLE … SET,
+// ALTER DATABASE … SET) of a lock.* setting that a new session of the
+// connection's user and database would start with.
+var fencingDefaults = func() []byte {
+	b, _ := (&pgproto3.Query{String: `SELECT pg_catalog.count(*) FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) AS c(v)
+WHERE s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()))
+AND s.setrole IN (0, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) session_user))
+AND pg_catalog.lower(c.v) LIKE 'lock.%'`}).Encode(nil)
+	return b
+}()
+
+// noFencingDefaults fails when a new session of c's user and database
+// would start with a fencing setting of a role or database: c's backend
+// started with none (defaultToken), and DISCARD ALL goes back to what it
+// started with, not to what ALTER ROLE or ALTER DATABASE set since.
+func noFencingDefaults(c *pool.Conn) error {
+	var count string
+	err := exchange(c, fencingDefaults, func(typ byte, body []byte) bool {
+		switch typ {
+		case 'T':
+			return true
+		case 'D':
+			var d pgproto3.DataRow
+			if d.Decode(body) != nil || len(d.Values) != 1 {
+				return false
+			}
+			count = string(d.Values[0])
+			return true
+		}
+		return typ == 'C'
+	}, func() bool { return count != "" })
+	if err == nil && count != "0" {
+		err = fmt.Errorf("%s role or database settings of lock.* since the connection opened", count)
+	}
+	return err
+}
+
+// exchange sends the Query q on c and reads its answer up to ReadyForQuery
+// 'I', with nothing after it: reply, told each other message, says
+// whether it is expected; complete, at the end, whether the answer was
+// whole. A notice, a notification sent before an UNLISTEN, and the
+// settings the server reports (kept in c.Params, for the next client) may
+// come anywhere.
+func exchange(c *pool.Conn, q []byte, reply func(typ byte, body []byte) bool, complete func() bool) error {
 	conn := c.NetConn
 	conn.SetDeadline(time.Now().Add(resetTimeout))
-	if _, err := conn.Write(discardAll); err != nil {
+	if _, err := conn.Write(q); err != nil {
 		return err
 	}
 	r := newReader(conn)
-	done := false
 	for {
 		typ, n, err := r.header()
 		if err != nil {
 			return err
 		}
 		if n > maxStartupLen {
-			return fmt.Errorf("reply %q of %d bytes to DISCARD ALL", typ, n)
+			return fmt.Errorf("reply %q of %d bytes", typ, n)
 		}
 		body, err := r.body(n)
 		if err != nil {
 			return err
 		}
 		switch typ {
-		case 'C':
-			done = string(body) == "DISCARD ALL\x00"
 		case 'S':
 			var ps pgproto3.ParameterStatus
 			if err := ps.Decode(body); err != nil {
@@ -303,12 +370,14 @@ func resetServer(c *pool.Conn) error {
 			c.Params[ps.Name] = ps.Value
 		case 'N', 'A':
 		case 'Z':
-			if !done || len(body) != 1 || body[0] != 'I' || !r.idle() {
-				return fmt.Errorf("DISCARD ALL ended with ReadyForQuery %q (CommandComplete read: %v)", body, done)
+			if !complete() || len(body) != 1 || body[0] != 'I' || !r.idle() {
+				return fmt.Errorf("ReadyForQuery %q after an incomplete answer", body)
 			}
 			return conn.SetDeadline(time.Time{})
 		default:
-			return fmt.Errorf("reply %q to DISCARD ALL", typ)
+			if !reply(typ, body) {
+				return fmt.Errorf("reply %q", typ)
+			}
 		}
 	}
 }

@@ -120,7 +120,11 @@ func (p *Pool) timeOut(key Key) {
 func (p *Pool) CancelWait(t *Ticket) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dequeue(p.keys[t.key], &t.w)
+	kp := p.keys[t.key]
+	if kp == nil {
+		return false // granted, and the key dropped since (DropEmptyKeys)
+	}
+	return p.dequeue(kp, &t.w)
 }
 
 // dequeue removes w from kp's queue; false when it is not there. Called

@@ -49,7 +49,11 @@ func (p *Pool) Stats() map[Key]KeyStats {
 func (p *Pool) recordWait(key Key, waited time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := &p.keys[key].stats
+	kp := p.keys[key]
+	if kp == nil {
+		return // dropped (DropEmptyKeys) since the wait ended
+	}
+	s := &kp.stats
 	s.waits++
 	s.totalWait += waited
 	s.maxWait = max(s.maxWait, waited)
