@@ -491,3 +491,34 @@ func TestAKeptServerConnectionThatEndedIsNotGiven(t *testing.T) {
 		t.Errorf("opened %d, reused %d; want 2 and 0", e.reuses(t, "opened"), e.reuses(t, "reused"))
 	}
 }
+
+// TestAtMostPoolSizeServerConnectionsAreKeptIdle: clients of many startup
+// parameters leave at most pool_size backends idle, all keys together;
+// the one idle longest is closed first.
+func TestAtMostPoolSizeServerConnectionsAreKeptIdle(t *testing.T) {
+	e := newReuseEnvWith(t, func(c *pgwire.Config) { c.Reuse.Size = 2 })
+	var pids []int
+	for i := range 4 {
+		c := connect(t, e.viaProxy()+fmt.Sprintf("&application_name=client%d", i), pgx.QueryExecModeExec)
+		pids = append(pids, backendPID(t, c))
+		c.Close(t.Context())
+		e.settle(t, i+1)
+	}
+	want := fmt.Sprintf("%d,%d", pids[2], pids[3])
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		conn := connect(t, e.direct(), pgx.QueryExecModeExec)
+		err := conn.QueryRow(t.Context(), `SELECT coalesce(string_agg(pid::text, ',' ORDER BY backend_start), '') FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&got)
+		conn.Close(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got != want {
+		t.Errorf("idle backends %q, want the last two clients' %q", got, want)
+	}
+}
