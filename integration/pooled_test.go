@@ -362,9 +362,21 @@ func TestPooledStartupParameters(t *testing.T) {
 // client's password (SCRAM-SHA-256 against the auth file), refuses a wrong
 // one with 28P01, and logs in to PostgreSQL with the file's password.
 func TestPooledClientAuthentication(t *testing.T) {
-	pg := harness.Postgres(t)
-	db := harness.CreateDB(t, pg)
-	role := "app_" + db // roles are the cluster's, shared by the tests
+	pg, db, role, users := appRole(t)
+	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(),
+		Pool: &pgwire.PoolConfig{Size: 1, AuthMethod: clientauth.SCRAMSHA256, Auth: users}})
+	c := connect(t, p.DSN(role, "app-secret", db), pgx.QueryExecModeExec)
+	wantUser(t, c, role)
+	wantPasswordsChecked(t, p, role, db)
+}
+
+// appRole starts PostgreSQL with a new database and a login role of
+// password app-secret, and returns them with an auth file holding it.
+func appRole(t *testing.T) (pg *pgcluster.Cluster, db, role string, users *clientauth.File) {
+	t.Helper()
+	pg = harness.Postgres(t)
+	db = harness.CreateDB(t, pg)
+	role = "app_" + db // roles are the cluster's, shared by the tests
 	if err := harness.Exec(context.Background(), pg.DSN(pgcluster.Superuser, db), "CREATE ROLE "+role+" LOGIN PASSWORD 'app-secret'"); err != nil {
 		t.Fatal(err)
 	}
@@ -372,14 +384,22 @@ func TestPooledClientAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(),
-		Pool: &pgwire.PoolConfig{Size: 1, AuthMethod: clientauth.SCRAMSHA256, Auth: users}})
-	c := connect(t, p.DSN(role, "app-secret", db), pgx.QueryExecModeExec)
+	return pg, db, role, users
+}
+
+func wantUser(t *testing.T, c *pgx.Conn, role string) {
+	t.Helper()
 	var user string
 	if err := c.QueryRow(t.Context(), "SELECT current_user").Scan(&user); err != nil || user != role {
 		t.Fatalf("current_user %q, %v", user, err)
 	}
-	_, err = pgx.Connect(t.Context(), p.DSN(role, "wrong", db))
+}
+
+// wantPasswordsChecked fails unless p refuses role with a wrong password,
+// and a user its auth file lacks, with 28P01.
+func wantPasswordsChecked(t *testing.T, p *harness.Proxy, role, db string) {
+	t.Helper()
+	_, err := pgx.Connect(t.Context(), p.DSN(role, "wrong", db))
 	wantCode(t, err, "28P01")
 	_, err = pgx.Connect(t.Context(), p.DSN("nobody", "app-secret", db))
 	wantCode(t, err, "28P01")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -303,13 +302,7 @@ func TestACancelOfUnknownFateKeepsTheServerConnectionFromBeingKept(t *testing.T)
 		c.DialTimeout = 700 * time.Millisecond
 	})
 	a := readyConn(t, e.env, "")
-	cc, err := net.Dial("tcp", e.proxy.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := (&pgproto3.CancelRequest{ProcessID: a.key.ProcessID, SecretKey: a.key.SecretKey}).Encode(nil)
-	cc.Write(req)
-	cc.Close()
+	go sendCancel(t, e.proxy.Addr, a.key.ProcessID, a.key.SecretKey)
 	time.Sleep(100 * time.Millisecond) // the proxy is forwarding it
 	a.send(&pgproto3.Terminate{})
 	a.flush()
@@ -418,13 +411,7 @@ func TestALeftClientsCancelKeyCancelsNothing(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
-	conn, err := net.Dial("tcp", e.proxy.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := (&pgproto3.CancelRequest{ProcessID: a.key.ProcessID, SecretKey: a.key.SecretKey}).Encode(nil)
-	conn.Write(req)
-	conn.Close()
+	sendCancel(t, e.proxy.Addr, a.key.ProcessID, a.key.SecretKey)
 	if err := <-done; err != nil {
 		t.Errorf("B's statement: %v; A's cancel key must reach nothing", err)
 	}
@@ -436,24 +423,12 @@ func TestALeftClientsCancelKeyCancelsNothing(t *testing.T) {
 // a user the file lacks, is refused with 28P01, also when an idle backend
 // of the user is there to take.
 func TestServerReuseAuthenticatesClients(t *testing.T) {
-	pg := harness.Postgres(t)
-	db := harness.CreateDB(t, pg)
-	role := "app_" + db // roles are the cluster's, shared by the tests
-	if err := harness.Exec(context.Background(), pg.DSN(pgcluster.Superuser, db), "CREATE ROLE "+role+" LOGIN PASSWORD 'app-secret'"); err != nil {
-		t.Fatal(err)
-	}
-	users, err := clientauth.Parse(strings.NewReader(`"` + role + `" "app-secret"` + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, db, role, users := appRole(t)
 	reg := prometheus.NewRegistry()
 	p := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Metrics: reg, Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.SCRAMSHA256, Auth: users}})
 	e := &reuseEnv{env: &env{pg: pg, proxy: p, db: db}, reg: reg}
 	c := connect(t, p.DSN(role, "app-secret", db), pgx.QueryExecModeExec)
-	var user string
-	if err := c.QueryRow(t.Context(), "SELECT current_user").Scan(&user); err != nil || user != role {
-		t.Fatalf("current_user %q, %v", user, err)
-	}
+	wantUser(t, c, role)
 	pid := backendPID(t, c)
 	c.Close(t.Context())
 	e.settle(t, 1)
@@ -463,10 +438,7 @@ func TestServerReuseAuthenticatesClients(t *testing.T) {
 	if got := backendPID(t, again); got != pid {
 		t.Errorf("the role's second session got backend %d, not the kept %d", got, pid)
 	}
-	_, err = pgx.Connect(t.Context(), p.DSN(role, "wrong", db))
-	wantCode(t, err, "28P01")
-	_, err = pgx.Connect(t.Context(), p.DSN("nobody", "app-secret", db))
-	wantCode(t, err, "28P01")
+	wantPasswordsChecked(t, p, role, db)
 }
 
 // TestAKeptServerConnectionThatEndedIsNotGiven: a backend that ends while
