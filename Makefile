@@ -93,7 +93,7 @@ compat-deps:
 ## workloads interleaved over ROUNDS rounds; prints TPS, latency and the proxy's
 ## CPU µs per transaction. Installs pgbouncer (Debian package) when missing.
 ## BENCH_PROFILE=DIR also saves CPU profiles of fenceproxy there; BENCH_ROWS=REGEXP
-## runs only the session-mode rows whose name matches.
+## runs only the rows whose name matches.
 ROUNDS ?= 3
 bench-compare:
 	GO=$(GO) bash .ci/bench-compare -benchtime $(ROUNDS)x

@@ -73,11 +73,23 @@ func TestCompareHarness(t *testing.T) {
 		t.Skip("short mode: starts PostgreSQL, PgBouncer and fenceproxy (make test runs it)")
 	}
 	c := newComparisonSized(t, 1)
-	for _, tg := range []*benchTarget{c.pgb, c.fp, c.fpGoroutines, c.fpEpoll, c.fpReuse} {
-		m := c.run(tg, "smoke", []string{"-S", "-M", "extended", "-c", "2", "-j", "1", "-t", "50"})
+	smoke := []string{"-S", "-M", "extended", "-c", "2", "-j", "1", "-t", "50"}
+	for _, tg := range []*benchTarget{c.pgb, c.fp, c.fpGoroutines, c.fpEpoll} {
+		m := c.run(tg, "smoke", smoke)
 		if m.txns != 100 || m.tps <= 0 || m.latencyMs <= 0 {
 			t.Errorf("%s: %+v from pgbench", tg.name, m)
 		}
+	}
+	// fenceproxy with server_reuse keeps the two backends of a run and
+	// serves the next run on them.
+	before := c.clientBackends()
+	c.run(c.fpReuse, "reuse", smoke)
+	kept := c.clientBackends()
+	if m := c.run(c.fpReuse, "reuse", smoke); m.txns != 100 {
+		t.Errorf("server_reuse: %+v from pgbench", m)
+	}
+	if after := c.clientBackends(); len(kept) != len(before)+2 || !slices.Equal(kept, after) {
+		t.Errorf("server_reuse: backends %v before a run, %v after it, %v after the next; want 2 kept, then the same", before, kept, after)
 	}
 	// PgBouncer serves the next run on new server connections once its
 	// pooled ones are ended.
@@ -177,12 +189,19 @@ const compareScale = 10
 func newComparison(b *testing.B) *comparison {
 	c := newComparisonSized(b, compareScale)
 	c.profileDir = os.Getenv("BENCH_PROFILE")
-	c.pairs = comparePairs(c)
-	if rows := os.Getenv("BENCH_ROWS"); rows != "" {
-		re := regexp.MustCompile(rows)
-		c.pairs = slices.DeleteFunc(c.pairs, func(p pair) bool { return !re.MatchString(p.name) })
-	}
+	c.pairs = chosenRows(comparePairs(c))
 	return c
+}
+
+// chosenRows returns the rows whose name matches BENCH_ROWS, a regular
+// expression; all when it is not set.
+func chosenRows(ps []pair) []pair {
+	rows := os.Getenv("BENCH_ROWS")
+	if rows == "" {
+		return ps
+	}
+	re := regexp.MustCompile(rows)
+	return slices.DeleteFunc(ps, func(p pair) bool { return !re.MatchString(p.name) })
 }
 
 // newComparisonSized starts PostgreSQL with a pgbench database of the
@@ -296,6 +315,23 @@ func (c *comparison) runPair(p *pair, round int) {
 			prof()
 		}
 	}
+}
+
+// clientBackends returns the PIDs of the benchmark database's client
+// backends, other than its own, once those that are ending have gone.
+func (c *comparison) clientBackends() []int {
+	time.Sleep(300 * time.Millisecond)
+	conn, err := pgx.Connect(context.Background(), c.direct)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var pids []int
+	if err := conn.QueryRow(context.Background(), `SELECT coalesce(array_agg(pid ORDER BY pid), '{}') FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&pids); err != nil {
+		c.tb.Fatal(err)
+	}
+	return pids
 }
 
 // endIdleBackends ends the benchmark database's idle backends (PgBouncer's
