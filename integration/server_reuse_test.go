@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -492,5 +493,35 @@ func TestAtMostPoolSizeServerConnectionsAreKeptIdle(t *testing.T) {
 	}
 	if got != want {
 		t.Errorf("idle backends %q, want the last two clients' %q", got, want)
+	}
+}
+
+// TestPoolsLogInWithTheReloadedAuthFile: the server login of a pool (a
+// transaction pool's, server_reuse's) uses the password of the auth file
+// a reload put in force, not the file the proxy started with.
+func TestPoolsLogInWithTheReloadedAuthFile(t *testing.T) {
+	for name, pooled := range map[string]bool{"transaction": true, "server_reuse": false} {
+		t.Run(name, func(t *testing.T) {
+			pg := harness.Postgres(t)
+			db := harness.CreateDB(t, pg)
+			file := func(password string) *clientauth.File {
+				f, err := clientauth.Parse(strings.NewReader(`"` + harness.ScramUser + `" "` + password + `"` + "\n"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			cfg := func(password string) pgwire.Config {
+				pc := &pgwire.PoolConfig{Size: 1, AuthMethod: clientauth.Trust, Auth: file(password)}
+				if pooled {
+					return pgwire.Config{Upstream: pg.Addr(), Pool: pc}
+				}
+				return pgwire.Config{Upstream: pg.Addr(), Reuse: pc}
+			}
+			p := harness.StartProxy(t, cfg("rotated-away"))
+			p.Reload(cfg(harness.ScramPassword))
+			c := connect(t, p.DSN(harness.ScramUser, "", db), pgx.QueryExecModeExec)
+			wantUser(t, c, harness.ScramUser)
+		})
 	}
 }

@@ -22,6 +22,9 @@ type Proxy struct {
 // Shutdown shuts the proxy down gracefully (pgwire.Server.Shutdown).
 func (p *Proxy) Shutdown(ctx context.Context) error { return p.srv.Shutdown(ctx) }
 
+// Reload puts cfg in force for the proxy's new sessions (Server.Reload).
+func (p *Proxy) Reload(cfg pgwire.Config) { p.srv.Reload(cfg) }
+
 // StartProxy starts a proxy in front of upstream (host:port) and stops it
 // when the test ends. cfg.Upstream and cfg.Logger are filled in when empty;
 // the log goes to the test's output.
