@@ -270,26 +270,76 @@ func TestAServerConnectionWhoseDefaultsHoldATokenIsNotKept(t *testing.T) {
 		_, err := b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
 		wantCode(t, err, "55Z02")
 	})
-	t.Run("database setting added while kept", func(t *testing.T) {
-		e := newReuseEnv(t, false)
-		a := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
-		pid := backendPID(t, a)
-		a.Close(t.Context())
-		e.settle(t, 1)
-		holder := connect(t, e.viaProxy()+"&application_name=holder", pgx.QueryExecModeExec) // another key: A's backend stays kept
-		mustExec(t, holder, "SET lock.resource = 'acct/1'")
-		mustExec(t, holder, "SET lock.fencing_token = 50")
-		mustExec(t, holder, "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
-		if err := harness.Exec(context.Background(), e.direct(), "ALTER DATABASE "+e.db+" SET lock.fencing_token = 42", "ALTER DATABASE "+e.db+" SET lock.resource = 'acct/1'"); err != nil {
+	t.Run("database resource withdrawn while connected", func(t *testing.T) {
+		// default_resource names acct/1; a lock.resource the backend
+		// started with would override it, and DISCARD ALL brings it back.
+		e := newReuseEnvWith(t, func(c *pgwire.Config) {
+			c.Fencing = &gate.Config{Analyzer: gate.NewAnalyzer(1024), DefaultResource: "acct/1"}
+		})
+		if err := harness.Exec(context.Background(), e.direct(), "ALTER DATABASE "+e.db+" SET lock.resource = 'other'"); err != nil {
 			t.Fatal(err)
 		}
-		b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
-		if got := int(b.PgConn().PID()); got == pid {
-			t.Fatalf("B got backend %d, kept from before its database's default token 42", pid)
+		a := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+		pid := backendPID(t, a)
+		if err := harness.Exec(context.Background(), e.direct(), "ALTER DATABASE "+e.db+" RESET lock.resource"); err != nil {
+			t.Fatal(err)
 		}
-		_, err := b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
-		wantCode(t, err, "55Z01") // the stale default, as a new backend has it
+		a.Close(t.Context())
+		e.settle(t, 1)
+		holder := connect(t, e.viaProxy()+"&application_name=holder", pgx.QueryExecModeExec)
+		mustExec(t, holder, "SET lock.fencing_token = 50")
+		mustExec(t, holder, "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+		stale := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+		if got := int(stale.PgConn().PID()); got == pid {
+			t.Errorf("the stale holder got backend %d, which started with lock.resource 'other'", pid)
+		}
+		mustExec(t, stale, "SET lock.fencing_token = 42")
+		_, err := stale.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+		wantCode(t, err, "55Z01")
+		if got := e.balance(t); got != 1 {
+			t.Errorf("balance %d: the stale write landed", got)
+		}
 	})
+	t.Run("database setting added while kept", func(t *testing.T) { settingAddedWhileKept(t, nil) })
+	t.Run("database setting added while kept, operators shadowed", func(t *testing.T) {
+		// The user's search_path puts an = on oids that is never true
+		// before pg_catalog's: the proxy's lookup must not use it.
+		settingAddedWhileKept(t, []string{
+			"CREATE FUNCTION public.never(oid, oid) RETURNS bool LANGUAGE sql AS 'SELECT false'",
+			"CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = public.never)",
+		})
+	})
+}
+
+// settingAddedWhileKept: a backend is kept, then its database gets a
+// default token, stale since a holder advanced the mark: the next client
+// gets a new backend, whose default token is refused as stale. setup runs
+// first, with the database's search_path public, pg_catalog.
+func settingAddedWhileKept(t *testing.T, setup []string) {
+	e := newReuseEnv(t, false)
+	if len(setup) > 0 {
+		setup = append(setup, "ALTER DATABASE "+e.db+" SET search_path = public, pg_catalog")
+		if err := harness.Exec(context.Background(), e.direct(), setup...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	pid := backendPID(t, a)
+	a.Close(t.Context())
+	e.settle(t, 1)
+	holder := connect(t, e.viaProxy()+"&application_name=holder", pgx.QueryExecModeExec) // another key: A's backend stays kept
+	mustExec(t, holder, "SET lock.resource = 'acct/1'")
+	mustExec(t, holder, "SET lock.fencing_token = 50")
+	mustExec(t, holder, "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+	if err := harness.Exec(context.Background(), e.direct(), "ALTER DATABASE "+e.db+" SET lock.fencing_token = 42", "ALTER DATABASE "+e.db+" SET lock.resource = 'acct/1'"); err != nil {
+		t.Fatal(err)
+	}
+	b := connect(t, e.viaProxy(), pgx.QueryExecModeExec)
+	if got := int(b.PgConn().PID()); got == pid {
+		t.Fatalf("B got backend %d, kept from before its database's default token 42", pid)
+	}
+	_, err := b.Exec(t.Context(), "UPDATE accounts SET balance = balance + 100 WHERE id = 1")
+	wantCode(t, err, "55Z01") // the stale default, as a new backend has it
 }
 
 // TestACancelOfUnknownFateKeepsTheServerConnectionFromBeingKept: a cancel

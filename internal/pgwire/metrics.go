@@ -56,7 +56,7 @@ const (
 	reuseOpened = "opened" // a client got a new server connection
 	reuseReused = "reused" // a client got one an earlier client left
 	reuseKept   = "kept"   // a client left it idle, and it was reset for the next
-	reuseClosed = "closed" // a client left it otherwise, or the reset failed
+	reuseClosed = "closed" // a client left it otherwise, the reset failed, or fencing settings would come with it
 )
 
 // fenceCodes are the SQLSTATEs counted by name in
@@ -133,7 +133,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		serverReuse: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenceproxy_server_reuse_total",
-			Help: "Server connections of session mode with server_reuse, by event: opened (a client got a new one), reused (a client got one an earlier client left), kept (a client left it idle and DISCARD ALL reset it for the next), closed (a client left it otherwise, or the reset failed).",
+			Help: "Server connections of session mode with server_reuse, by event: opened (a client got a new one), reused (a client got one an earlier client left), kept (a client left it idle and DISCARD ALL reset it for the next), closed (a client left it otherwise, the reset failed, or its next session would start with a fencing token or resource).",
 		}, []string{"event"}),
 		refusalLogSuppressed: f.NewCounter(prometheus.CounterOpts{
 			Name: "fenceproxy_refusal_log_suppressed_total",

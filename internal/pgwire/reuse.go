@@ -52,7 +52,8 @@ type reusedConn struct {
 	// connection is not kept: DISCARD ALL would bring the token back for
 	// the next client after an ALTER ROLE … RESET had withdrawn it, and a
 	// token in the startup parameters is one holder's, whose key no other
-	// client shares.
+	// client shares. (noFencingDefaults finds it again after DISCARD ALL,
+	// and a resource too; this spares the reset.)
 	defaultToken bool
 	// unclear: a cancel request's delivery is not known (forwardCancel
 	// failed): the backend may still be signalled, so it is not kept.
@@ -142,9 +143,7 @@ func (s *session) runReusing(startup *pgproto3.StartupMessage) {
 		s.log.Info("session start failed", "err", err)
 		return
 	}
-	if g, ok := s.gate.(interface{ TokenMaybe() bool }); !ok || g.TokenMaybe() {
-		s.reused.defaultToken = true
-	}
+	s.reused.defaultToken = s.gate.TokenMaybe()
 	s.client.SetDeadline(time.Time{})
 	s.upstream.SetDeadline(time.Time{})
 	s.log.Debug("session ready", "user", user, "database", db, "server_reuse", event == reuseReused)
@@ -155,8 +154,10 @@ func (s *session) runReusing(startup *pgproto3.StartupMessage) {
 // still quiet (a backend can end while it waits: its FATAL error and end
 // are then unread on it), else a new one; event says which.
 func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.startupTimeout())
+	defer cancel()
 	for {
-		c, err := s.srv.reuse.Acquire(context.Background(), key)
+		c, err := s.srv.reuse.Acquire(ctx, key)
 		switch {
 		case err != nil:
 			return nil, "", err
@@ -166,7 +167,7 @@ func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
 		case !quiet(c.NetConn):
 			s.log.Info("kept server connection ended while idle: closed", "pid", c.PID)
 		default:
-			err := noFencingDefaults(c)
+			err := noFencingDefaults(c, time.Until(deadline(ctx)))
 			if err == nil {
 				return c, reuseReused, nil
 			}
@@ -174,6 +175,12 @@ func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
 		}
 		s.srv.reuse.Release(c, false)
 	}
+}
+
+// deadline is ctx's deadline.
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // reuseFailed is what a client is told when no server connection could be
@@ -263,10 +270,10 @@ func (s *session) releaseReused() {
 		err = resetServer(r.c)
 	}
 	if err == nil {
-		err = noFencingDefaults(r.c)
+		err = noFencingDefaults(r.c, resetTimeout)
 	}
 	if err != nil {
-		s.log.Info("server connection not kept: reset failed", "err", err)
+		s.log.Info("server connection not kept", "err", err)
 		s.srv.metrics.serverReuse.WithLabelValues(reuseClosed).Inc()
 		s.srv.reuse.Release(r.c, false)
 		return
@@ -278,7 +285,8 @@ func (s *session) releaseReused() {
 // terminateMsg is the protocol's Terminate.
 var terminateMsg = []byte{'X', 0, 0, 0, 4}
 
-// resetTimeout bounds resetServer's exchange.
+// resetTimeout bounds each exchange of a leaving client's connection:
+// resetServer's, then noFencingDefaults'.
 const resetTimeout = 5 * time.Second
 
 // discardAll is the Query resetServer sends.
@@ -291,47 +299,56 @@ var discardAll = func() []byte {
 // and ReadyForQuery 'I', with nothing after it, or it fails.
 func resetServer(c *pool.Conn) error {
 	var done bool
-	return exchange(c, discardAll, func(typ byte, body []byte) bool {
-		if typ == 'C' {
-			done = string(body) == "DISCARD ALL\x00"
-		}
-		return typ == 'C'
+	return exchange(c, discardAll, resetTimeout, func(typ byte, body []byte) bool {
+		ok := typ == 'C' && !done && string(body) == "DISCARD ALL\x00"
+		done = done || ok
+		return ok
 	}, func() bool { return done })
 }
 
-// fencingDefaults counts the role and database settings (ALTER ROLE … SET,
-// ALTER DATABASE … SET) of a lock.* setting that a new session of the
-// connection's user and database would start with.
-var fencingDefaults = func() []byte {
-	b, _ := (&pgproto3.Query{String: `SELECT pg_catalog.count(*) FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) AS c(v)
-WHERE s.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()))
-AND s.setrole IN (0, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) session_user))
-AND pg_catalog.lower(c.v) LIKE 'lock.%'`}).Encode(nil)
+// fencingSettings counts what would make the connection's next session
+// start otherwise than a new backend's, or with fencing settings of its
+// own: the role and database settings (ALTER ROLE … SET, ALTER DATABASE …
+// SET, for all roles or databases or for these) of a lock.* setting, and,
+// after DISCARD ALL, a token or resource the backend holds (those it
+// started with: a setting withdrawn since comes back). Every name and
+// operator is pg_catalog's: the user's search_path may hold its own.
+var fencingSettings = func() []byte {
+	b, _ := (&pgproto3.Query{String: `SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) AS c(v)
+WHERE s.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid, (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+AND s.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) session_user)])
+AND pg_catalog.starts_with(pg_catalog.lower(c.v), 'lock.'))
+OPERATOR(pg_catalog.+) (COALESCE(pg_catalog.current_setting('lock.fencing_token', true), '') OPERATOR(pg_catalog.<>) ''
+ OR COALESCE(pg_catalog.current_setting('lock.resource', true), '') OPERATOR(pg_catalog.<>) '')::pg_catalog.int4`}).Encode(nil)
 	return b
 }()
 
-// noFencingDefaults fails when a new session of c's user and database
-// would start with a fencing setting of a role or database: c's backend
-// started with none (defaultToken), and DISCARD ALL goes back to what it
-// started with, not to what ALTER ROLE or ALTER DATABASE set since.
-func noFencingDefaults(c *pool.Conn) error {
+// noFencingDefaults fails when c's next session would not start as a new
+// backend's, with no fencing setting (fencingSettings), or when the
+// answer, within timeout, is not one row of one count.
+func noFencingDefaults(c *pool.Conn, timeout time.Duration) error {
 	var count string
-	err := exchange(c, fencingDefaults, func(typ byte, body []byte) bool {
-		switch typ {
-		case 'T':
+	var described, completed bool
+	err := exchange(c, fencingSettings, timeout, func(typ byte, body []byte) bool {
+		switch {
+		case typ == 'T' && !described:
+			described = true
 			return true
-		case 'D':
+		case typ == 'D' && described && count == "":
 			var d pgproto3.DataRow
-			if d.Decode(body) != nil || len(d.Values) != 1 {
+			if d.Decode(body) != nil || len(d.Values) != 1 || len(d.Values[0]) == 0 {
 				return false
 			}
 			count = string(d.Values[0])
 			return true
+		case typ == 'C' && count != "" && !completed:
+			completed = true
+			return true
 		}
-		return typ == 'C'
-	}, func() bool { return count != "" })
+		return false
+	}, func() bool { return completed })
 	if err == nil && count != "0" {
-		err = fmt.Errorf("%s role or database settings of lock.* since the connection opened", count)
+		err = fmt.Errorf("%s fencing settings of the role or database, or held since the backend started", count)
 	}
 	return err
 }
@@ -342,9 +359,9 @@ func noFencingDefaults(c *pool.Conn) error {
 // whole. A notice, a notification sent before an UNLISTEN, and the
 // settings the server reports (kept in c.Params, for the next client) may
 // come anywhere.
-func exchange(c *pool.Conn, q []byte, reply func(typ byte, body []byte) bool, complete func() bool) error {
+func exchange(c *pool.Conn, q []byte, timeout time.Duration, reply func(typ byte, body []byte) bool, complete func() bool) error {
 	conn := c.NetConn
-	conn.SetDeadline(time.Now().Add(resetTimeout))
+	conn.SetDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write(q); err != nil {
 		return err
 	}

@@ -219,8 +219,9 @@ func NewServer(cfg Config) *Server {
 // (gate.Session.Reconfigure), so a newly protected table is protected in
 // every session from its next statement on. The
 // fields fixed for the Server's life (Upstream, Logger, Metrics,
-// GoroutineRelay, EpollLoop, and Pool but for its AuthMethod and Auth, which new
-// clients log in with) keep their first value; cfg's are ignored. A nil Fencing
+// GoroutineRelay, EpollLoop, and Pool and Reuse but for their AuthMethod and
+// Auth, which new clients log in with and the pools log in to the server
+// with) keep their first value; cfg's are ignored. A nil Fencing
 // means no protected tables and no default resource, with the analyzer in
 // force kept.
 func (s *Server) Reload(cfg Config) {

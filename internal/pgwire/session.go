@@ -115,6 +115,7 @@ type gater interface {
 	Probe() []pgproto3.FrontendMessage
 	LastCheck() fencestore.CheckArgs
 	ParseTime() time.Duration
+	TokenMaybe() bool
 }
 
 // newRelay returns a session that relays between client and upstream, two
