@@ -153,6 +153,25 @@ var knownTransactionPool = map[string]string{
 	"pgx/stdlib TestConnMultiplePrepareAndDeallocate": poolPreparedView,
 }
 
+// pgxAuthDB starts PostgreSQL with a database set up for pgx's suite and
+// the fence store, and returns them with an auth file of the suite's roles
+// (the md5 and SCRAM ones with their passwords, for the proxy's own login
+// to the server).
+func pgxAuthDB(t *testing.T) (*pgcluster.Cluster, string, *clientauth.File) {
+	t.Helper()
+	pg := harness.Postgres(t)
+	db := harness.CreateDB(t, pg)
+	setupPgxDB(t, pg, db)
+	harness.Migrate(t, pg.DSN(pgcluster.Superuser, db))
+	// The names and passwords have no quote to double.
+	auth, err := clientauth.Parse(strings.NewReader(fmt.Sprintf(`"%s" "unused"`+"\n"+`"%s" "%s"`+"\n"+`"%s" "%s"`+"\n",
+		pgcluster.Superuser, harness.MD5User, harness.MD5Password, harness.ScramUser, harness.ScramPassword)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pg, db, auth
+}
+
 // skipTransactionPool are tests not run through the pooled proxy, each
 // also in knownTransactionPool: one hangs its package (its LISTEN fails
 // in a goroutine, and the notifier waits for the listener for good), the
@@ -167,16 +186,7 @@ const skipTransactionPool = "^(TestListenNotifyWhileBusyIsSafe|TestConnCheckConn
 // connection, so that a test needing more than the pool fails instead of
 // stalling the run. COMPAT_RUN narrows it, as for TestPgxSuite.
 func TestPgxSuiteTransactionPool(t *testing.T) {
-	pg := harness.Postgres(t)
-	db := harness.CreateDB(t, pg)
-	setupPgxDB(t, pg, db)
-	harness.Migrate(t, pg.DSN(pgcluster.Superuser, db))
-	// The names and passwords have no quote to double.
-	auth, err := clientauth.Parse(strings.NewReader(fmt.Sprintf(`"%s" "unused"`+"\n"+`"%s" "%s"`+"\n"+`"%s" "%s"`+"\n",
-		pgcluster.Superuser, harness.MD5User, harness.MD5Password, harness.ScramUser, harness.ScramPassword)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, db, auth := pgxAuthDB(t)
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), UpstreamTLS: pgwire.UpstreamTLSPrefer, Logger: quiet,
 		Pool: &pgwire.PoolConfig{Size: 4, WaitTimeout: 10 * time.Second, AuthMethod: clientauth.Trust, Auth: auth}})

@@ -3,15 +3,12 @@
 package compat
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/fenceproxy/fenceproxy/integration/harness"
 	"github.com/fenceproxy/fenceproxy/internal/clientauth"
-	"github.com/fenceproxy/fenceproxy/internal/pgcluster"
 	"github.com/fenceproxy/fenceproxy/internal/pgwire"
 )
 
@@ -26,16 +23,7 @@ var knownServerReuse = map[string]string{}
 // the server connections) and reports the difference of the pass sets.
 // COMPAT_RUN narrows it, as for TestPgxSuite.
 func TestPgxSuiteServerReuse(t *testing.T) {
-	pg := harness.Postgres(t)
-	db := harness.CreateDB(t, pg)
-	setupPgxDB(t, pg, db)
-	harness.Migrate(t, pg.DSN(pgcluster.Superuser, db))
-	// The names and passwords have no quote to double.
-	auth, err := clientauth.Parse(strings.NewReader(fmt.Sprintf(`"%s" "unused"`+"\n"+`"%s" "%s"`+"\n"+`"%s" "%s"`+"\n",
-		pgcluster.Superuser, harness.MD5User, harness.MD5Password, harness.ScramUser, harness.ScramPassword)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, db, auth := pgxAuthDB(t)
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	proxy := harness.StartProxy(t, pgwire.Config{Upstream: pg.Addr(), Logger: quiet,
 		Reuse: &pgwire.PoolConfig{AuthMethod: clientauth.Trust, Auth: auth}})
