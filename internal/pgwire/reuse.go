@@ -150,11 +150,13 @@ func (s *session) runReusing(startup *pgproto3.StartupMessage) {
 	s.proxy()
 }
 
-// acquireServer returns a server connection for key: a kept one that is
-// still quiet (a backend can end while it waits: its FATAL error and end
-// are then unread on it), else a new one; event says which.
+// acquireServer returns a server connection for key, within the client's
+// startup_timeout: a kept one that is still quiet (a backend can end while
+// it waits: its FATAL error and end are then unread on it) and would start
+// the session as a new backend would (noFencingDefaults), else a new one;
+// event says which.
 func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.startupTimeout())
+	ctx, cancel := context.WithDeadline(context.Background(), s.startDeadline)
 	defer cancel()
 	for {
 		c, err := s.srv.reuse.Acquire(ctx, key)
@@ -167,7 +169,7 @@ func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
 		case !quiet(c.NetConn):
 			s.log.Info("kept server connection ended while idle: closed", "pid", c.PID)
 		default:
-			err := noFencingDefaults(c, time.Until(deadline(ctx)))
+			err := noFencingDefaults(c, time.Until(s.startDeadline))
 			if err == nil {
 				return c, reuseReused, nil
 			}
@@ -175,12 +177,6 @@ func (s *session) acquireServer(key pool.Key) (*pool.Conn, string, error) {
 		}
 		s.srv.reuse.Release(c, false)
 	}
-}
-
-// deadline is ctx's deadline.
-func deadline(ctx context.Context) time.Time {
-	d, _ := ctx.Deadline()
-	return d
 }
 
 // reuseFailed is what a client is told when no server connection could be
@@ -391,6 +387,12 @@ func exchange(c *pool.Conn, q []byte, timeout time.Duration, reply func(typ byte
 				return fmt.Errorf("ReadyForQuery %q after an incomplete answer", body)
 			}
 			return conn.SetDeadline(time.Time{})
+		case 'E':
+			var e pgproto3.ErrorResponse
+			if e.Decode(body) != nil {
+				return errors.New("malformed ErrorResponse")
+			}
+			return fmt.Errorf("server error %s: %s", e.Code, e.Message)
 		default:
 			if !reply(typ, body) {
 				return fmt.Errorf("reply %q", typ)

@@ -60,8 +60,9 @@ type session struct {
 	copyIn                bool
 	copyEnds, copyEndsRef int
 
-	clientTLSOn bool // the client connection is TLS
-	overLimit   bool // accepted beyond Config.MaxClientConns: refuse after startup
+	clientTLSOn   bool      // the client connection is TLS
+	startDeadline time.Time // when the client must have finished starting up (startup_timeout)
+	overLimit     bool      // accepted beyond Config.MaxClientConns: refuse after startup
 
 	settled chan struct{} // signalled by the upstream reader when gate may have settled
 	closed  chan struct{} // closed by close
@@ -188,7 +189,8 @@ func (s *session) run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, s.close)
 	defer stop()
 
-	s.client.SetDeadline(time.Now().Add(s.cfg.startupTimeout()))
+	s.startDeadline = time.Now().Add(s.cfg.startupTimeout())
+	s.client.SetDeadline(s.startDeadline)
 	startup, err := s.startup()
 	if err != nil || startup == nil {
 		var ce *clientError
